@@ -1,0 +1,18 @@
+//! The database schema of instance-ha as sea-orm migrations, applied by
+//! `instanceha-api` at start on SQLite, PostgreSQL or MySQL/MariaDB.
+
+use sea_orm_migration::prelude::*;
+
+mod m20261129_000001_initial;
+
+/// Every migration, in order.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261129_000001_initial::Migration)]
+    }
+}
+
+pub use sea_orm_migration::MigratorTrait;
