@@ -1,0 +1,347 @@
+//! Who may call the API: authentication (Keystone-validated tokens, or a
+//! file of hashed static tokens, or none when explicitly configured) and
+//! the roles' permissions, decided here for every transport (the gRPC
+//! layer and the Masakari-compatible REST API call [`Guard::check`]).
+
+mod keystone;
+mod static_tokens;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use keystone::KeystoneValidator;
+pub use static_tokens::{StaticTokens, token_sha256};
+
+use openstack_client::credentials::AuthSettings as KeystoneCredentials;
+
+/// What a caller may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Everything.
+    Admin,
+    /// Create notifications and read them (monitoring agents).
+    MonitoringAgent,
+    /// Get, list and watch.
+    Reader,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Admin => "admin",
+            Self::MonitoringAgent => "monitoring_agent",
+            Self::Reader => "reader",
+        })
+    }
+}
+
+/// What a call does, for the permission check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Get, list or watch anything.
+    Read,
+    /// Report a failure.
+    CreateNotification,
+    /// Create, change or delete segments and hosts.
+    Administer,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Read => "read",
+            Self::CreateNotification => "create notifications",
+            Self::Administer => "change segments and hosts",
+        })
+    }
+}
+
+/// The roles allowed to do `action`.
+pub fn roles_allowed(action: Action) -> &'static [Role] {
+    match action {
+        Action::Read => &[Role::Admin, Role::MonitoringAgent, Role::Reader],
+        Action::CreateNotification => &[Role::Admin, Role::MonitoringAgent],
+        Action::Administer => &[Role::Admin],
+    }
+}
+
+/// An authenticated caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// A user name (Keystone) or token name (static); `anonymous` without
+    /// authentication.
+    pub name: String,
+    pub project: Option<String>,
+    pub roles: BTreeSet<Role>,
+}
+
+impl Principal {
+    pub fn may(&self, action: Action) -> bool {
+        roles_allowed(action).iter().any(|r| self.roles.contains(r))
+    }
+}
+
+/// Why a call is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("a token is required: send it as x-auth-token or authorization: Bearer")]
+    Missing,
+    #[error("the token is not valid (expired, revoked or unknown)")]
+    Invalid,
+    #[error("{who} may not {action} (needs one of the roles: {needed})")]
+    Forbidden {
+        who: String,
+        action: Action,
+        needed: String,
+    },
+    /// Keystone could not be asked: fail closed.
+    #[error("tokens cannot be validated right now: {0}")]
+    Unavailable(String),
+}
+
+/// `[auth]`: how callers are authenticated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSettings {
+    pub mode: AuthMode,
+    /// For `static`: a TOML file of `[[token]]` entries with `name`,
+    /// `sha256` (hex digest of the token) and `roles`.
+    pub static_tokens_file: Option<PathBuf>,
+    /// For `keystone`: the API's own credentials, used to validate callers'
+    /// tokens (`GET /v3/auth/tokens`).
+    pub keystone: KeystoneCredentials,
+    /// For `keystone`: Keystone role names granting each role.
+    pub roles: RoleNames,
+    /// For `keystone`: how long a validated token is trusted at most
+    /// (never past its expiry).
+    #[serde(with = "humantime_serde")]
+    pub cache_ttl: Duration,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::Keystone,
+            static_tokens_file: None,
+            keystone: KeystoneCredentials::default(),
+            roles: RoleNames::default(),
+            cache_ttl: Duration::from_secs(300),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    Keystone,
+    Static,
+    /// No authentication at all: every caller is admin. Only for tests and
+    /// demos; logged as a warning at start.
+    None,
+}
+
+/// Keystone role names for each role.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoleNames {
+    pub admin: Vec<String>,
+    pub monitoring_agent: Vec<String>,
+    pub reader: Vec<String>,
+}
+
+impl Default for RoleNames {
+    fn default() -> Self {
+        Self {
+            admin: vec!["admin".to_owned()],
+            monitoring_agent: vec!["instanceha_agent".to_owned()],
+            reader: vec!["reader".to_owned()],
+        }
+    }
+}
+
+impl RoleNames {
+    pub fn roles_of(&self, keystone_roles: &[String]) -> BTreeSet<Role> {
+        let has = |names: &[String]| {
+            keystone_roles
+                .iter()
+                .any(|r| names.iter().any(|n| n.eq_ignore_ascii_case(r)))
+        };
+        let mut roles = BTreeSet::new();
+        if has(&self.admin) {
+            roles.insert(Role::Admin);
+        }
+        if has(&self.monitoring_agent) {
+            roles.insert(Role::MonitoringAgent);
+        }
+        if has(&self.reader) {
+            roles.insert(Role::Reader);
+        }
+        roles
+    }
+}
+
+/// The authentication in force. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Guard {
+    mode: Arc<GuardMode>,
+}
+
+#[derive(Debug)]
+enum GuardMode {
+    Open,
+    Static(StaticTokens),
+    Keystone(Box<KeystoneValidator>),
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("auth.static_tokens_file is required with auth.mode = \"static\"")]
+    NoTokensFile,
+    #[error("auth.static_tokens_file {path}: {reason}")]
+    TokensFile { path: String, reason: String },
+    #[error(
+        "auth.keystone: {0} (the API's own credentials, to validate callers' tokens; or set auth.mode = \"static\" or \"none\")"
+    )]
+    Keystone(String),
+}
+
+impl Guard {
+    pub fn from_settings(settings: &AuthSettings) -> Result<Self, ConfigError> {
+        let mode = match settings.mode {
+            AuthMode::None => {
+                tracing::warn!(
+                    "authentication is OFF (auth.mode = \"none\"): every caller is admin"
+                );
+                GuardMode::Open
+            }
+            AuthMode::Static => {
+                let path = settings
+                    .static_tokens_file
+                    .as_ref()
+                    .ok_or(ConfigError::NoTokensFile)?;
+                GuardMode::Static(StaticTokens::load(path)?)
+            }
+            AuthMode::Keystone => GuardMode::Keystone(Box::new(KeystoneValidator::new(settings)?)),
+        };
+        Ok(Self {
+            mode: Arc::new(mode),
+        })
+    }
+
+    /// No authentication (tests, demos).
+    pub fn open() -> Self {
+        Self {
+            mode: Arc::new(GuardMode::Open),
+        }
+    }
+
+    pub fn static_tokens(tokens: StaticTokens) -> Self {
+        Self {
+            mode: Arc::new(GuardMode::Static(tokens)),
+        }
+    }
+
+    /// Authenticates `token` and checks that the caller may do `action`.
+    pub async fn check(&self, token: Option<&str>, action: Action) -> Result<Principal, AuthError> {
+        let principal = match self.mode.as_ref() {
+            GuardMode::Open => Principal {
+                name: "anonymous".to_owned(),
+                project: None,
+                roles: BTreeSet::from([Role::Admin]),
+            },
+            GuardMode::Static(tokens) => tokens.principal(token.ok_or(AuthError::Missing)?)?,
+            GuardMode::Keystone(validator) => {
+                validator
+                    .principal(token.ok_or(AuthError::Missing)?)
+                    .await?
+            }
+        };
+        if !principal.may(action) {
+            return Err(AuthError::Forbidden {
+                who: principal.name.clone(),
+                action,
+                needed: roles_allowed(action)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        Ok(principal)
+    }
+}
+
+/// The token of a request: `x-auth-token`, or `authorization: Bearer`.
+pub fn token_from_headers(headers: &http::HeaderMap) -> Option<&str> {
+    if let Some(token) = headers.get("x-auth-token").and_then(|v| v.to_str().ok()) {
+        return Some(token.trim()).filter(|t| !t.is_empty());
+    }
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(roles: &[Role]) -> Principal {
+        Principal {
+            name: "p".into(),
+            project: None,
+            roles: roles.iter().copied().collect(),
+        }
+    }
+
+    #[test]
+    fn permissions_per_role() {
+        let admin = principal(&[Role::Admin]);
+        let agent = principal(&[Role::MonitoringAgent]);
+        let reader = principal(&[Role::Reader]);
+        let nobody = principal(&[]);
+        for action in [Action::Read, Action::CreateNotification, Action::Administer] {
+            assert!(admin.may(action));
+            assert!(!nobody.may(action));
+        }
+        assert!(agent.may(Action::Read) && agent.may(Action::CreateNotification));
+        assert!(!agent.may(Action::Administer));
+        assert!(reader.may(Action::Read));
+        assert!(!reader.may(Action::CreateNotification) && !reader.may(Action::Administer));
+    }
+
+    #[test]
+    fn keystone_roles_map_to_roles() {
+        let names = RoleNames::default();
+        let roles = names.roles_of(&["Reader".into(), "member".into()]);
+        assert_eq!(roles, BTreeSet::from([Role::Reader]));
+        assert!(names.roles_of(&["admin".into()]).contains(&Role::Admin));
+    }
+
+    #[test]
+    fn tokens_come_from_either_header() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(token_from_headers(&headers), None);
+        headers.insert("authorization", "Bearer abc".parse().unwrap());
+        assert_eq!(token_from_headers(&headers), Some("abc"));
+        headers.insert("authorization", "Basic abc".parse().unwrap());
+        assert_eq!(token_from_headers(&headers), None);
+        headers.insert("x-auth-token", "xyz".parse().unwrap());
+        assert_eq!(token_from_headers(&headers), Some("xyz"));
+    }
+
+    #[tokio::test]
+    async fn the_open_guard_lets_everyone_do_everything() {
+        let guard = Guard::open();
+        assert!(guard.check(None, Action::Administer).await.is_ok());
+    }
+}

@@ -1,0 +1,358 @@
+//! Configuration of `instanceha-api`: defaults, then a TOML file, then
+//! `INSTANCEHA_*` environment variables (nested keys joined by `__`, e.g.
+//! `INSTANCEHA_DATABASE__URL`), then command-line flags. Every error names
+//! the setting that is wrong.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use instanceha_telemetry::environment::SettingsEnvironment;
+use instanceha_telemetry::{LogSettings, TelemetrySettings};
+use serde::{Deserialize, Serialize};
+
+use instanceha_proto::tls::ServerTlsSettings;
+
+use crate::auth::AuthSettings;
+use crate::dispatch::DispatchSettings;
+use crate::rest::RestSettings;
+use crate::service::IntakeSettings;
+use crate::store::DatabaseOptions;
+
+/// Everything `instanceha-api` can be told.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Where the public gRPC API (`instanceha.v1`, health, reflection)
+    /// listens.
+    pub listen: SocketAddr,
+    pub database: DatabaseSettings,
+    pub intake: IntakeConfig,
+    pub dispatch: DispatchSettings,
+    pub auth: AuthSettings,
+    /// The Masakari-compatible REST API.
+    pub rest: RestSettings,
+    pub log: LogSettings,
+    pub telemetry: TelemetrySettings,
+    /// TLS of the public gRPC API.
+    pub tls: ServerTlsSettings,
+    pub limits: LimitSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 15869)),
+            database: DatabaseSettings::default(),
+            intake: IntakeConfig::default(),
+            dispatch: DispatchSettings::default(),
+            auth: AuthSettings::default(),
+            rest: RestSettings::default(),
+            log: LogSettings::default(),
+            telemetry: TelemetrySettings::default(),
+            tls: ServerTlsSettings::default(),
+            limits: LimitSettings::default(),
+        }
+    }
+}
+
+/// `[database]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// `sqlite://PATH` (created and migrated at start; WAL mode),
+    /// `postgres://USER:PASSWORD@HOST/DB` or `mysql://USER:PASSWORD@HOST/DB`.
+    pub url: String,
+    /// Connection pool size for PostgreSQL and MySQL.
+    pub max_connections: u32,
+    /// How long to wait for a connection.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://instanceha.db".to_owned(),
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl DatabaseSettings {
+    pub fn options(&self) -> DatabaseOptions {
+        DatabaseOptions {
+            url: self.url.clone(),
+            max_connections: self.max_connections,
+            connect_timeout: self.connect_timeout,
+        }
+    }
+}
+
+/// `[limits]`: protection of the public API.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitSettings {
+    /// A call not answered within this is cancelled (streams only until
+    /// their first response).
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Requests per second per client address (0: no limit); a client may
+    /// burst up to `burst`.
+    pub requests_per_second: f64,
+    pub burst: u32,
+    /// The largest request accepted, in bytes.
+    pub max_message_bytes: usize,
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(30),
+            requests_per_second: 1000.0,
+            burst: 2000,
+            max_message_bytes: crate::grpc::MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+/// `[intake]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IntakeConfig {
+    /// Reports of the same type, host and payload generated within this
+    /// window of an earlier one are refused as duplicates.
+    #[serde(with = "humantime_serde")]
+    pub duplicate_window: Duration,
+    /// A report generated further than this in the future is refused (the
+    /// reporting agent's clock is wrong).
+    #[serde(with = "humantime_serde")]
+    pub max_clock_skew: Duration,
+}
+
+impl Default for IntakeConfig {
+    fn default() -> Self {
+        let defaults = IntakeSettings::default();
+        Self {
+            duplicate_window: defaults.duplicate_window,
+            max_clock_skew: defaults.max_clock_skew,
+        }
+    }
+}
+
+impl IntakeConfig {
+    pub fn settings(&self) -> IntakeSettings {
+        IntakeSettings {
+            duplicate_window: self.duplicate_window,
+            max_clock_skew: self.max_clock_skew,
+        }
+    }
+}
+
+/// Settings given as command-line flags; they win over everything else.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub database_url: Option<String>,
+    pub log_format: Option<String>,
+    pub engine_url: Option<String>,
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("configuration file {path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+impl Settings {
+    /// Reads the settings: defaults, `file` (if given), `INSTANCEHA_*`
+    /// variables, then `overrides`.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, Error> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(Error::File {
+                    path: path.to_owned(),
+                    reason: "no such file".to_owned(),
+                });
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        figment = figment.merge(environment().provider());
+        if let Some(listen) = overrides.listen {
+            figment = figment.merge(("listen", listen.to_string()));
+        }
+        if let Some(url) = &overrides.database_url {
+            figment = figment.merge(("database.url", url));
+        }
+        if let Some(format) = &overrides.log_format {
+            figment = figment.merge(("log.format", format));
+        }
+        if let Some(url) = &overrides.engine_url {
+            figment = figment.merge(("dispatch.engine_url", url));
+        }
+        let settings: Settings = figment.extract().map_err(|e| Error::Invalid(describe(e)))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Checks what types alone cannot.
+    pub fn validate(&self) -> Result<(), Error> {
+        let url = &self.database.url;
+        if ![
+            "sqlite:",
+            "postgres://",
+            "postgresql://",
+            "mysql://",
+            "mariadb://",
+        ]
+        .iter()
+        .any(|scheme| url.starts_with(scheme))
+        {
+            return Err(Error::Invalid(format!(
+                "database.url: {:?} is not a sqlite://, postgres:// or mysql:// URL",
+                crate::store::redact_url(url)
+            )));
+        }
+        self.dispatch.validate().map_err(Error::Invalid)?;
+        self.telemetry.validate().map_err(Error::Invalid)?;
+        if self.limits.requests_per_second.is_nan() || self.limits.requests_per_second < 0.0 {
+            return Err(Error::Invalid(
+                "limits.requests_per_second: must be 0 (no limit) or more".to_owned(),
+            ));
+        }
+        if self.limits.max_message_bytes < 1024 {
+            return Err(Error::Invalid(
+                "limits.max_message_bytes: must be at least 1024".to_owned(),
+            ));
+        }
+        if self.limits.request_timeout.is_zero() {
+            return Err(Error::Invalid(
+                "limits.request_timeout: must be more than 0".to_owned(),
+            ));
+        }
+        if self.database.max_connections == 0 {
+            return Err(Error::Invalid(
+                "database.max_connections: must be at least 1".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// figment's error, one line per problem, each naming the key.
+fn describe(err: figment::Error) -> String {
+    err.into_iter()
+        .map(|e| {
+            let key = e.path.join(".");
+            let source = e
+                .metadata
+                .as_ref()
+                .map(|m| format!(" (from {})", m.name))
+                .unwrap_or_default();
+            if key.is_empty() {
+                format!("{}{source}", e.kind)
+            } else {
+                format!("{key}: {}{source}", e.kind)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The prefix of the environment variables that set settings:
+/// `INSTANCEHA_DATABASE__URL` sets `database.url`.
+const ENV_PREFIX: &str = "INSTANCEHA_";
+
+/// The `INSTANCEHA_*` variables: only those naming a settings section
+/// (`listen`, `log`, ...) set something; [`ignored_variables`] lists the
+/// others (a typo, another tool's variable) so that they are reported.
+fn environment() -> SettingsEnvironment {
+    SettingsEnvironment::new(ENV_PREFIX, &Settings::default(), &["ENGINE_"])
+}
+
+/// The `INSTANCEHA_*` variables that are set but name no setting, so were
+/// ignored (the configuration file's own `INSTANCEHA_CONFIG` is not listed).
+pub fn ignored_variables() -> Vec<String> {
+    environment().ignored_variables()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_variables_naming_a_section_are_settings() {
+        let env = environment();
+        let sections = env.sections();
+        for section in ["listen", "log", "telemetry", "tls", "database", "limits"] {
+            assert!(
+                sections.iter().any(|s| s == section),
+                "{section} in {sections:?}"
+            );
+        }
+        assert!(env.is_setting("log.format"));
+        assert!(env.is_setting("LISTEN"));
+        assert!(!env.is_setting("test_postgres_url"));
+        assert!(!env.is_setting("logg.format"));
+        assert!(!env.is_setting("config"));
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        Settings::default().validate().unwrap();
+    }
+
+    #[test]
+    fn the_example_file_is_the_defaults() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("instanceha-api.example.toml");
+        let settings = Settings::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(settings, Settings::default());
+    }
+
+    #[test]
+    fn a_file_and_overrides_are_layered() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:9000\"\n[database]\nurl = \"sqlite:///tmp/x.db\"\n[intake]\nduplicate_window = \"2m\"\n",
+        )
+        .unwrap();
+        let overrides = Overrides {
+            listen: Some("127.0.0.1:9001".parse().unwrap()),
+            ..Overrides::default()
+        };
+        let settings = Settings::load(Some(&path), &overrides).unwrap();
+        assert_eq!(settings.listen.port(), 9001);
+        assert_eq!(settings.database.url, "sqlite:///tmp/x.db");
+        assert_eq!(settings.intake.duplicate_window, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn errors_name_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.toml");
+        std::fs::write(&path, "[intake]\nduplicate_window = \"soon\"\n").unwrap();
+        let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("intake.duplicate_window"), "{err}");
+
+        std::fs::write(&path, "[database]\nurl = \"oracle://x\"\n").unwrap();
+        let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("database.url"), "{err}");
+
+        std::fs::write(&path, "[databse]\nurl = \"sqlite://x\"\n").unwrap();
+        let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("databse"), "{err}");
+
+        let missing = dir.path().join("missing.toml");
+        assert!(Settings::load(Some(&missing), &Overrides::default()).is_err());
+    }
+}

@@ -1,0 +1,26 @@
+//! Plain Rust domain types of the API: segments, hosts, notifications,
+//! vmoves and progress events, with the validation of what operators and
+//! monitoring agents send. No protobuf, serde or sea-orm types here.
+
+mod host;
+mod ids;
+mod notification;
+mod page;
+mod payload;
+mod run;
+mod segment;
+mod validation;
+mod vmove;
+
+pub use host::{Host, HostFilter, HostUpdate, NewHost};
+pub use ids::{HostId, NotificationId, SegmentId, VMoveId};
+pub use notification::{
+    NewNotification, Notification, NotificationFilter, NotificationType, ProgressEvent,
+    ProgressState,
+};
+pub use page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, PageRequest, PageToken};
+pub use payload::{ComputeHostPayload, HostEvent, NotificationPayload, ProcessPayload, VmPayload};
+pub use run::{ClaimedRun, InstanceResult, PlannedVMove, RetryInstance, RunEvent, SequencedEvent};
+pub use segment::{NewSegment, RecoveryMethod, Segment, SegmentFilter, SegmentUpdate};
+pub use validation::{InvalidField, bounded_text, filter_text, hostname, name, quoted};
+pub use vmove::{VMove, VMoveFilter, VMoveType};

@@ -1,0 +1,160 @@
+//! Notifications: failure reports from monitoring agents, and the progress
+//! of their recovery.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+
+use super::payload::NotificationPayload;
+use super::validation::{InvalidField, filter_text, hostname};
+use super::{HostId, NotificationId, SegmentId};
+use crate::status::NotificationStatus;
+
+/// What a monitoring agent reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NotificationType {
+    /// A compute host failed (hostmonitor).
+    ComputeHost,
+    /// A process, nova-compute in practice, failed (processmonitor).
+    Process,
+    /// One instance failed (instancemonitor).
+    Vm,
+}
+
+impl NotificationType {
+    pub const ALL: [NotificationType; 3] = [Self::ComputeHost, Self::Process, Self::Vm];
+
+    /// Masakari's name, also stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ComputeHost => "COMPUTE_HOST",
+            Self::Process => "PROCESS",
+            Self::Vm => "VM",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for NotificationType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notification {
+    pub id: NotificationId,
+    /// The row's integer key (Masakari's `id`), in creation order.
+    pub row_id: i64,
+    pub notification_type: NotificationType,
+    pub hostname: String,
+    pub source_host_id: HostId,
+    pub segment_id: SegmentId,
+    pub generated_time: DateTime<Utc>,
+    pub payload: BTreeMap<String, String>,
+    pub status: NotificationStatus,
+    pub message: Option<String>,
+    /// Recovery runs started so far.
+    pub attempts: u32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Longest idempotency key a client may send.
+pub const IDEMPOTENCY_KEY_MAX: usize = 255;
+
+/// A failure report to store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewNotification {
+    pub notification_type: NotificationType,
+    pub hostname: String,
+    pub generated_time: DateTime<Utc>,
+    pub payload: BTreeMap<String, String>,
+    pub idempotency_key: Option<String>,
+    /// W3C `traceparent` of the creating request, so the recovery joins
+    /// its trace.
+    pub trace_context: Option<String>,
+}
+
+impl NewNotification {
+    /// Validates the report and returns its typed payload.
+    pub fn validate(&self) -> Result<NotificationPayload, InvalidField> {
+        hostname("hostname", &self.hostname)?;
+        if let Some(key) = &self.idempotency_key
+            && (key.is_empty() || key.chars().count() > IDEMPOTENCY_KEY_MAX)
+        {
+            return Err(InvalidField::new(
+                "idempotency_key",
+                format!("must be 1 to {IDEMPOTENCY_KEY_MAX} characters"),
+            ));
+        }
+        NotificationPayload::parse(self.notification_type, &self.payload)
+    }
+}
+
+/// What to list; `None` matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NotificationFilter {
+    pub status: Option<NotificationStatus>,
+    pub notification_type: Option<NotificationType>,
+    pub hostname: Option<String>,
+    pub source_host_id: Option<HostId>,
+    pub segment_id: Option<SegmentId>,
+    pub generated_since: Option<DateTime<Utc>>,
+}
+
+impl NotificationFilter {
+    /// The text filters are values a notification can have.
+    pub fn validate(&self) -> Result<(), InvalidField> {
+        filter_text("hostname", self.hostname.as_deref())
+    }
+}
+
+/// The state a progress event reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProgressState {
+    Started,
+    Succeeded,
+    Failed,
+    Skipped,
+    Info,
+}
+
+impl ProgressState {
+    pub const ALL: [ProgressState; 5] = [
+        Self::Started,
+        Self::Succeeded,
+        Self::Failed,
+        Self::Skipped,
+        Self::Info,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+            Self::Info => "info",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// One step of a recovery, in order within its notification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgressEvent {
+    pub sequence: u64,
+    pub task: String,
+    pub state: ProgressState,
+    pub message: String,
+    pub time: DateTime<Utc>,
+    pub instance_id: Option<String>,
+}

@@ -1,0 +1,137 @@
+//! Failover segments: groups of compute hosts that recover each other.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+
+use super::SegmentId;
+use super::validation::{InvalidField, bounded_text, filter_text, name};
+
+/// How a segment recovers a failed host's instances (Masakari's
+/// `recovery_method`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecoveryMethod {
+    /// Evacuate to any host Nova's scheduler picks.
+    Auto,
+    /// Evacuate to the segment's reserved hosts.
+    ReservedHost,
+    /// `auto`, then `reserved_host` if that fails.
+    AutoPriority,
+    /// `reserved_host`, then `auto` if that fails.
+    RhPriority,
+}
+
+impl RecoveryMethod {
+    pub const ALL: [RecoveryMethod; 4] = [
+        Self::Auto,
+        Self::ReservedHost,
+        Self::AutoPriority,
+        Self::RhPriority,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::ReservedHost => "reserved_host",
+            Self::AutoPriority => "auto_priority",
+            Self::RhPriority => "rh_priority",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// Whether the method may evacuate to reserved hosts.
+    pub fn uses_reserved_hosts(self) -> bool {
+        !matches!(self, Self::Auto)
+    }
+}
+
+impl fmt::Display for RecoveryMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub id: SegmentId,
+    /// The row's integer key (Masakari's `id`), in creation order.
+    pub row_id: i64,
+    pub name: String,
+    pub description: Option<String>,
+    pub service_type: String,
+    pub recovery_method: RecoveryMethod,
+    pub enabled: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A segment to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewSegment {
+    pub name: String,
+    pub description: Option<String>,
+    pub service_type: String,
+    pub recovery_method: RecoveryMethod,
+    pub enabled: bool,
+}
+
+impl NewSegment {
+    pub fn validate(&self) -> Result<(), InvalidField> {
+        name("name", &self.name)?;
+        if let Some(description) = &self.description {
+            bounded_text("description", description, 255)?;
+        }
+        name("service_type", &self.service_type)?;
+        Ok(())
+    }
+}
+
+/// Changes to a segment; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentUpdate {
+    pub name: Option<String>,
+    /// `Some("")` clears the description.
+    pub description: Option<String>,
+    pub service_type: Option<String>,
+    pub recovery_method: Option<RecoveryMethod>,
+    pub enabled: Option<bool>,
+}
+
+impl SegmentUpdate {
+    pub fn validate(&self) -> Result<(), InvalidField> {
+        if let Some(value) = &self.name {
+            name("name", value)?;
+        }
+        if let Some(value) = &self.description {
+            bounded_text("description", value, 255)?;
+        }
+        if let Some(value) = &self.service_type {
+            name("service_type", value)?;
+        }
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// What to list; `None` matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentFilter {
+    pub recovery_method: Option<RecoveryMethod>,
+    pub service_type: Option<String>,
+    pub enabled: Option<bool>,
+    pub name: Option<String>,
+}
+
+impl SegmentFilter {
+    /// The text filters are values a segment can have.
+    pub fn validate(&self) -> Result<(), InvalidField> {
+        filter_text("service_type", self.service_type.as_deref())?;
+        filter_text("name", self.name.as_deref())
+    }
+}

@@ -1,0 +1,78 @@
+//! VM moves: the per-instance records of a recovery.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+
+use super::{NotificationId, VMoveId};
+use crate::status::{VMoveRecord, VMoveStatus};
+
+/// How an instance is recovered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VMoveType {
+    Evacuation,
+    Migration,
+    LiveMigration,
+    /// An instance-failure recovery: stop, start, confirm active.
+    Restart,
+}
+
+impl VMoveType {
+    pub const ALL: [VMoveType; 4] = [
+        Self::Evacuation,
+        Self::Migration,
+        Self::LiveMigration,
+        Self::Restart,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Evacuation => "evacuation",
+            Self::Migration => "migration",
+            Self::LiveMigration => "live_migration",
+            Self::Restart => "restart",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for VMoveType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VMove {
+    pub id: VMoveId,
+    /// The row's integer key (Masakari's `id`), in creation order.
+    pub row_id: i64,
+    pub notification_id: NotificationId,
+    pub instance_id: String,
+    pub instance_name: String,
+    pub source_host: String,
+    pub vmove_type: VMoveType,
+    /// Status, times, message, destination and attempts, which change
+    /// together under the status rules.
+    pub record: VMoveRecord,
+    /// The step the engine reported last.
+    pub step: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl VMove {
+    pub fn status(&self) -> VMoveStatus {
+        self.record.status
+    }
+}
+
+/// What to list; `None` matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VMoveFilter {
+    pub status: Option<VMoveStatus>,
+    pub vmove_type: Option<VMoveType>,
+}

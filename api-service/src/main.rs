@@ -1,0 +1,104 @@
+//! The `instanceha-api` binary: parses flags, loads the settings and runs
+//! the server until SIGTERM or SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use instanceha_api::config::{Overrides, Settings};
+use instanceha_api::server::{Server, shutdown_signal};
+
+/// instance-ha's API service: the notification API for monitoring agents
+/// and operators, persistence, and dispatch of recoveries to the engine.
+#[derive(Debug, Parser)]
+#[command(name = "instanceha-api", version)]
+struct Flags {
+    /// TOML configuration file (see api-service/instanceha-api.example.toml).
+    #[arg(long, short, env = "INSTANCEHA_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address of the public gRPC API (setting `listen`).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Database URL (setting `database.url`).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Log format, `text` or `json` (setting `log.format`).
+    #[arg(long)]
+    log_format: Option<String>,
+    /// The engine's gRPC URL (setting `dispatch.engine_url`).
+    #[arg(long)]
+    engine_url: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    let overrides = Overrides {
+        listen: flags.listen,
+        database_url: flags.database_url,
+        log_format: flags.log_format,
+        engine_url: flags.engine_url,
+    };
+    let settings = match Settings::load(flags.config.as_deref(), &overrides) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("instanceha-api: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("instanceha-api: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (code, telemetry) = runtime.block_on(async {
+        let telemetry = match instanceha_telemetry::init(
+            "instanceha-api",
+            &settings.log,
+            &settings.telemetry,
+        ) {
+            Ok(telemetry) => telemetry,
+            Err(e) => {
+                eprintln!("instanceha-api: {e}");
+                return (ExitCode::from(2), None);
+            }
+        };
+        for variable in instanceha_api::config::ignored_variables() {
+            tracing::warn!(%variable, "ignored environment variable: it names no setting");
+        }
+        if let Some(addr) = settings.telemetry.prometheus_listen
+            && let Err(e) = telemetry.serve_prometheus(addr).await
+        {
+            eprintln!("instanceha-api: cannot serve metrics on {addr}: {e}");
+            return (ExitCode::FAILURE, Some(telemetry));
+        }
+        let server = match Server::bind(&settings).await {
+            Ok(server) => server,
+            Err(e) => {
+                eprintln!("instanceha-api: {e}");
+                let code = if matches!(e, instanceha_api::server::Error::Config(_)) {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::FAILURE
+                };
+                return (code, Some(telemetry));
+            }
+        };
+        println!("instanceha-api listening on {}", server.local_addr());
+        let code = match server.run(shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "stopped with an error");
+                ExitCode::FAILURE
+            }
+        };
+        (code, Some(telemetry))
+    });
+    if let Some(telemetry) = telemetry {
+        // Flushes the exporters; it blocks, so outside the runtime.
+        telemetry.shutdown();
+    }
+    code
+}

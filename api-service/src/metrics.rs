@@ -1,0 +1,120 @@
+//! The API's metrics, recorded through the global OpenTelemetry meter
+//! (exported over OTLP and served for Prometheus by the binary; a no-op
+//! where none is installed): notifications by type and final status,
+//! vmoves by status, recovery durations, and the dispatch streams.
+
+use std::sync::OnceLock;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram, UpDownCounter};
+
+use crate::domain::{Notification, VMove};
+
+struct Instruments {
+    notifications: Counter<u64>,
+    notification_duration: Histogram<f64>,
+    vmoves: Counter<u64>,
+    vmove_duration: Histogram<f64>,
+    streams_open: UpDownCounter<i64>,
+    runs: Counter<u64>,
+}
+
+const SECONDS: [f64; 14] = [
+    1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+];
+
+fn instruments() -> &'static Instruments {
+    static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
+    INSTRUMENTS.get_or_init(|| {
+        let meter = opentelemetry::global::meter("instanceha-api");
+        Instruments {
+            notifications: meter
+                .u64_counter("instanceha_notifications")
+                .with_description("Notifications that reached a final status, by type and status")
+                .build(),
+            notification_duration: meter
+                .f64_histogram("instanceha_notification_recovery_duration_seconds")
+                .with_description("From a notification's creation to its final status")
+                .with_unit("s")
+                .with_boundaries(SECONDS.to_vec())
+                .build(),
+            vmoves: meter
+                .u64_counter("instanceha_vmoves")
+                .with_description(
+                    "Instance recoveries that reached a final status, by type and status",
+                )
+                .build(),
+            vmove_duration: meter
+                .f64_histogram("instanceha_instance_recovery_duration_seconds")
+                .with_description("From an instance recovery's start to its end")
+                .with_unit("s")
+                .with_boundaries(SECONDS.to_vec())
+                .build(),
+            streams_open: meter
+                .i64_up_down_counter("instanceha_dispatch_streams_open")
+                .with_description("Recover streams to the engine open right now")
+                .build(),
+            runs: meter
+                .u64_counter("instanceha_dispatch_runs")
+                .with_description(
+                    "Recovery runs, by how they ended (done, lost, engine_unreachable)",
+                )
+                .build(),
+        }
+    })
+}
+
+/// Records a notification that has just reached a final status.
+pub fn notification_resolved(notification: &Notification) {
+    if !notification.status.is_terminal() {
+        return;
+    }
+    let i = instruments();
+    i.notifications.add(
+        1,
+        &[
+            KeyValue::new("type", notification.notification_type.as_str()),
+            KeyValue::new("status", notification.status.as_str()),
+        ],
+    );
+    let seconds = (notification.updated_at - notification.created_at)
+        .to_std()
+        .unwrap_or_default()
+        .as_secs_f64();
+    i.notification_duration.record(
+        seconds,
+        &[KeyValue::new(
+            "type",
+            notification.notification_type.as_str(),
+        )],
+    );
+}
+
+/// Records a vmove that has just reached a final status.
+pub fn vmove_resolved(vmove: &VMove) {
+    if !vmove.status().is_resolved() {
+        return;
+    }
+    let i = instruments();
+    let labels = [
+        KeyValue::new("type", vmove.vmove_type.as_str()),
+        KeyValue::new("status", vmove.status().as_str()),
+    ];
+    i.vmoves.add(1, &labels);
+    if let (Some(start), Some(end)) = (vmove.record.start_time, vmove.record.end_time) {
+        let seconds = (end - start).to_std().unwrap_or_default().as_secs_f64();
+        i.vmove_duration.record(seconds, &labels);
+    }
+}
+
+/// A Recover stream opened (`true`) or closed (`false`).
+pub fn stream(open: bool) {
+    instruments()
+        .streams_open
+        .add(if open { 1 } else { -1 }, &[]);
+}
+
+/// A run ended: `done`, `lost` or `engine_unreachable`.
+pub fn run_ended(how: &'static str) {
+    instruments().runs.add(1, &[KeyValue::new("end", how)]);
+}

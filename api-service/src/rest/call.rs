@@ -1,0 +1,126 @@
+//! What every `/v1` request carries: its microversion (settled by
+//! [`super::version::negotiate`]), its token, the project id Masakari
+//! allows in the path, and the URL it was sent to; and the permission
+//! check through the shared [`crate::auth::Guard`].
+
+use axum::extract::{FromRequestParts, RawPathParams};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Uri, header};
+
+use super::RestState;
+use super::error::RestError;
+use super::version::{ApiVersion, MIN_VERSION};
+use crate::auth::{Action, Principal, token_from_headers};
+
+/// Longest W3C `traceparent` kept for the recovery's trace.
+const TRACEPARENT_MAX: usize = 512;
+
+/// A request under `/v1`.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub version: ApiVersion,
+    token: Option<String>,
+    base_url: String,
+    traceparent: Option<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Call {
+    type Rejection = RestError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        // Masakari routes `/v1/{project_id}/...` only for ids of hex digits
+        // and dashes. The id carries no authority here (roles do), so it is
+        // not compared with the token's project.
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|_| RestError::NotFound("The resource could not be found.".to_owned()))?;
+        if let Some((_, project)) = params.iter().find(|(name, _)| *name == "project_id")
+            && !is_project_id(project)
+        {
+            return Err(RestError::NotFound(
+                "The resource could not be found.".to_owned(),
+            ));
+        }
+        Ok(Self {
+            version: parts
+                .extensions
+                .get::<ApiVersion>()
+                .copied()
+                .unwrap_or(MIN_VERSION),
+            token: token_from_headers(&parts.headers).map(str::to_owned),
+            base_url: base_url(&parts.headers, &parts.uri),
+            traceparent: parts
+                .headers
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| v.len() <= TRACEPARENT_MAX)
+                .map(str::to_owned),
+        })
+    }
+}
+
+impl Call {
+    /// Authenticates the caller and checks it may do `action`; `policy` is
+    /// Masakari's name for the operation, quoted when refusing.
+    pub async fn allow(
+        &self,
+        state: &RestState,
+        action: Action,
+        policy: &'static str,
+    ) -> Result<Principal, RestError> {
+        state
+            .guard
+            .check(self.token.as_deref(), action)
+            .await
+            .map_err(|e| RestError::from_auth(e, policy, state.keystone_uri.as_deref()))
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    pub fn traceparent(&self) -> Option<String> {
+        self.traceparent.clone()
+    }
+}
+
+/// `[0-9a-f\-]+`
+fn is_project_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f' | b'-'))
+}
+
+/// `http://HOST` as the client addressed us, for links.
+pub fn base_url(headers: &HeaderMap, uri: &Uri) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| uri.authority().map(ToString::to_string))
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("http://{host}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_ids_are_hex_and_dashes() {
+        assert!(is_project_id("0123abcd-ef"));
+        assert!(!is_project_id("segments"));
+        assert!(!is_project_id(""));
+        assert!(!is_project_id("ABC"));
+    }
+
+    #[test]
+    fn links_use_the_host_the_client_named() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, "ha.example:15868".parse().unwrap());
+        assert_eq!(
+            base_url(&headers, &"/v1".parse().unwrap()),
+            "http://ha.example:15868"
+        );
+    }
+}

@@ -1,0 +1,277 @@
+//! Starting and stopping `instanceha-api`: open the database, bind the
+//! listener, serve the public API with health and reflection, and shut down
+//! gracefully.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+use crate::auth::Guard;
+use crate::changes::ChangeFeed;
+use crate::config::{LimitSettings, Settings};
+use crate::dispatch::Dispatcher;
+use crate::grpc::{self, GuardLayer, RateLimitLayer, TraceLayer};
+use crate::rate_limit::RateLimiter;
+use crate::rest::{self, RestLimits, RestState};
+use crate::service::Api;
+use crate::store::{self, Store};
+
+/// Why the API could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("the gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+    #[error("the REST server failed: {0}")]
+    RestServe(std::io::Error),
+}
+
+/// A `grpc.health.v1` service that is SERVING while the process serves at
+/// all: for liveness probes, which must not restart a replica whose
+/// database is down (readiness probes use the overall status, "").
+pub const LIVENESS: &str = "liveness";
+
+/// The service names reported by `grpc.health.v1`.
+const SERVICES: [&str; 4] = [
+    "instanceha.v1.SegmentService",
+    "instanceha.v1.HostService",
+    "instanceha.v1.NotificationService",
+    "instanceha.v1.VmoveService",
+];
+
+/// A bound, not yet serving, API.
+pub struct Server {
+    listener: TcpListener,
+    api: Api,
+    dispatcher: Option<Dispatcher>,
+    guard: Guard,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    limits: LimitSettings,
+    /// The Masakari-compatible REST API, when enabled.
+    rest: Option<(TcpListener, RestState)>,
+}
+
+impl Server {
+    /// Opens (and migrates) the database and binds the listener.
+    pub async fn bind(settings: &Settings) -> Result<Self, Error> {
+        let guard =
+            Guard::from_settings(&settings.auth).map_err(|e| Error::Config(e.to_string()))?;
+        let tls = settings
+            .tls
+            .load("tls")
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let store = Store::open(&settings.database.options()).await?;
+        let api = Api::new(store, settings.intake.settings(), ChangeFeed::new());
+        let listener = TcpListener::bind(settings.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: settings.listen,
+                source,
+            })?;
+        let rest = if settings.rest.enabled {
+            let listener = TcpListener::bind(settings.rest.listen)
+                .await
+                .map_err(|source| Error::Bind {
+                    addr: settings.rest.listen,
+                    source,
+                })?;
+            let keystone_uri = (settings.auth.mode == crate::auth::AuthMode::Keystone)
+                .then(|| settings.auth.keystone.auth_url.clone())
+                .flatten();
+            Some((
+                listener,
+                RestState::new(api.clone(), guard.clone(), keystone_uri),
+            ))
+        } else {
+            None
+        };
+        let dispatcher = if settings.dispatch.enabled {
+            Some(Dispatcher::new(api.clone(), settings.dispatch.clone()).map_err(Error::Config)?)
+        } else {
+            tracing::warn!("dispatch is disabled: notifications are stored but not recovered");
+            None
+        };
+        Ok(Self {
+            listener,
+            api,
+            dispatcher,
+            guard,
+            tls,
+            limits: settings.limits.clone(),
+            rest,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Where the REST API listens, when enabled.
+    pub fn rest_addr(&self) -> Option<SocketAddr> {
+        self.rest.as_ref().map(|(listener, _)| {
+            listener
+                .local_addr()
+                .expect("a bound listener has an address")
+        })
+    }
+
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
+
+    /// Serves until `shutdown` completes, then drains in-flight requests.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+        let addr = self.local_addr();
+        let (reporter, health_service) = tonic_health::server::health_reporter();
+        for service in SERVICES {
+            reporter
+                .set_service_status(service, ServingStatus::Serving)
+                .await;
+        }
+        // For liveness probes: the process serves, whatever its database.
+        reporter
+            .set_service_status(LIVENESS, ServingStatus::Serving)
+            .await;
+        let database_check =
+            tokio::spawn(watch_database(self.api.store().clone(), reporter.clone()));
+        let stop_dispatch = CancellationToken::new();
+        let dispatch = self
+            .dispatcher
+            .map(|d| tokio::spawn(d.run(stop_dispatch.clone())));
+
+        let routes =
+            grpc::routes(&self.api, self.limits.max_message_bytes)?.add_service(health_service);
+        // One budget per client across both APIs.
+        let limiter =
+            RateLimiter::from_settings(self.limits.requests_per_second, self.limits.burst);
+        let rest_limits = RestLimits {
+            limiter: limiter.clone(),
+            request_timeout: self.limits.request_timeout,
+        };
+        let stop_rest = CancellationToken::new();
+        let rest_server = self.rest.map(|(listener, state)| {
+            if let Ok(addr) = listener.local_addr() {
+                tracing::info!(%addr, "masakari-compatible rest api listening");
+            }
+            let stop = stop_rest.clone();
+            tokio::spawn(async move {
+                let app = rest::router(state, rest_limits)
+                    .into_make_service_with_connect_info::<SocketAddr>();
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+            })
+        });
+        tracing::info!(%addr, "instanceha-api listening");
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = self.tls {
+            builder = builder
+                .tls_config(tls)
+                .map_err(|e| Error::Config(format!("tls: {e}")))?;
+        }
+        let result = builder
+            .timeout(self.limits.request_timeout)
+            .layer(TraceLayer)
+            .layer(RateLimitLayer::new(limiter))
+            .layer(GuardLayer::new(self.guard))
+            .add_routes(routes)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), async {
+                shutdown.await;
+                tracing::info!("shutting down: draining requests");
+                stop_rest.cancel();
+                for service in SERVICES {
+                    reporter
+                        .set_service_status(service, ServingStatus::NotServing)
+                        .await;
+                }
+            })
+            .await;
+        database_check.abort();
+        stop_rest.cancel();
+        let rest_result = match rest_server {
+            Some(task) => task
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+                .map_err(Error::RestServe),
+            None => Ok(()),
+        };
+        stop_dispatch.cancel();
+        if let Some(dispatch) = dispatch {
+            let _ = dispatch.await;
+        }
+        result?;
+        rest_result?;
+        tracing::info!("instanceha-api stopped");
+        Ok(())
+    }
+}
+
+/// Reports NOT_SERVING while the database does not answer, so that load
+/// balancers and Kubernetes probes route around a replica that cannot work.
+async fn watch_database(store: Store, reporter: HealthReporter) {
+    let mut serving = true;
+    loop {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let ok = store.ping().await.is_ok();
+        if ok != serving {
+            serving = ok;
+            let status = if ok {
+                tracing::info!("database answers again");
+                ServingStatus::Serving
+            } else {
+                tracing::warn!("database does not answer; reporting not serving");
+                ServingStatus::NotServing
+            };
+            reporter.set_service_status("", status).await;
+            for service in SERVICES {
+                reporter.set_service_status(service, status).await;
+            }
+        }
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("received SIGINT"),
+        () = terminate => tracing::info!("received SIGTERM"),
+    }
+}

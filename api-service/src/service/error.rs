@@ -1,0 +1,66 @@
+//! The service layer's error: what went wrong, in terms a client can act
+//! on. `grpc::error` maps it to a `tonic::Status` in one place.
+
+use crate::domain::InvalidField;
+use crate::store;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed; the field is named.
+    #[error("{0}")]
+    InvalidArgument(#[from] InvalidField),
+    #[error("{kind} {id} not found")]
+    NotFound { kind: &'static str, id: String },
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// The request is valid but the system's state refuses it.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// A dependency (the database, the engine) is not answering.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or corrupt data; details are in the log, not in the answer.
+    #[error("internal error (reference {reference})")]
+    Internal { reference: String },
+}
+
+impl Error {
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::InvalidArgument(InvalidField::new(field, reason))
+    }
+
+    /// Logs `detail` with a reference the client sees.
+    pub fn internal(detail: &dyn std::fmt::Display) -> Self {
+        let reference = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        tracing::error!(reference = %reference, error = %detail, "internal error");
+        Self::Internal { reference }
+    }
+}
+
+impl From<store::Error> for Error {
+    fn from(err: store::Error) -> Self {
+        match err {
+            store::Error::NotFound { kind, id } => Self::NotFound { kind, id },
+            store::Error::Conflict(message) => Self::AlreadyExists(message),
+            store::Error::Stale(message) | store::Error::Rejected(message) => {
+                Self::FailedPrecondition(message)
+            }
+            store::Error::Illegal(illegal) => Self::FailedPrecondition(illegal.to_string()),
+            store::Error::Connect { .. } => Self::Unavailable(err.to_string()),
+            store::Error::Database(ref db) if is_unavailable(db) => {
+                tracing::warn!(error = %db, "database unavailable");
+                Self::Unavailable("the database is not answering; retry later".to_owned())
+            }
+            store::Error::Corrupt { .. } | store::Error::Migrate(_) | store::Error::Database(_) => {
+                Self::internal(&err)
+            }
+        }
+    }
+}
+
+fn is_unavailable(err: &sea_orm::DbErr) -> bool {
+    matches!(
+        err,
+        sea_orm::DbErr::Conn(_) | sea_orm::DbErr::ConnectionAcquire(_)
+    )
+}

@@ -1,0 +1,72 @@
+//! Host operations.
+
+use super::{Api, Error, refuse_while_unfinished};
+use crate::domain::{Host, HostFilter, HostId, HostUpdate, NewHost, Page, PageRequest, SegmentId};
+
+impl Api {
+    #[tracing::instrument(skip_all, fields(name = %new.name, segment_id = %new.segment_id))]
+    pub async fn create_host(&self, new: NewHost) -> Result<Host, Error> {
+        new.validate()?;
+        let host = self.store.insert_host(&new).await?;
+        tracing::info!(host_id = %host.id, "host created");
+        Ok(host)
+    }
+
+    /// The host; when `segment` is given it must belong to it.
+    #[tracing::instrument(skip(self))]
+    pub async fn get_host(&self, id: HostId, segment: Option<SegmentId>) -> Result<Host, Error> {
+        Ok(self.store.host(id, segment).await?)
+    }
+
+    #[tracing::instrument(skip(self))]
+    pub async fn list_hosts(
+        &self,
+        filter: HostFilter,
+        page: PageRequest,
+    ) -> Result<Page<Host>, Error> {
+        filter.validate()?;
+        if let Some(segment) = filter.segment_id {
+            // An unknown segment is an error, not an empty list.
+            self.store.segment(segment).await?;
+        }
+        Ok(self.store.list_hosts(&filter, page).await?)
+    }
+
+    #[tracing::instrument(skip(self, update))]
+    pub async fn update_host(
+        &self,
+        id: HostId,
+        segment: Option<SegmentId>,
+        update: HostUpdate,
+    ) -> Result<Host, Error> {
+        update.validate()?;
+        if update.is_empty() {
+            return Err(Error::invalid("update", "sets no field; nothing to change"));
+        }
+        let host = self
+            .store
+            .update_host(id, segment, &update, |host, unfinished| {
+                refuse_while_unfinished(
+                    &format!("host {} (segment {})", host.name, host.segment_id),
+                    unfinished,
+                )
+            })
+            .await?;
+        tracing::info!(host_id = %host.id, "host updated");
+        Ok(host)
+    }
+
+    #[tracing::instrument(skip(self))]
+    pub async fn delete_host(&self, id: HostId, segment: Option<SegmentId>) -> Result<(), Error> {
+        self.store
+            .delete_host(id, segment, |host, unfinished| {
+                refuse_while_unfinished(
+                    &format!("host {} (segment {})", host.name, host.segment_id),
+                    unfinished,
+                )
+            })
+            .await?;
+        tracing::info!(host_id = %id, "host deleted");
+        Ok(())
+    }
+}

@@ -1,0 +1,92 @@
+//! The service layer: every operation of the public API (gRPC today, the
+//! Masakari-compatible REST facade later) with its rules, over the store.
+//! Transport handlers convert their messages and call [`Api`]; no rule
+//! lives in a handler.
+
+mod error;
+mod hosts;
+mod notifications;
+mod segments;
+mod vmoves;
+mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use error::Error;
+pub use notifications::decide_intake;
+pub use watch::WatchUpdate;
+
+use crate::changes::ChangeFeed;
+use crate::store::{Store, Unfinished};
+
+/// Settings of the notification intake.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntakeSettings {
+    /// Reports of the same type for the same host with the same payload
+    /// generated within this window of an earlier one are duplicates
+    /// (Masakari's `duplicate_notification_detection_interval`).
+    pub duplicate_window: Duration,
+    /// How far in the future a report's `generated_time` may be (the
+    /// reporting agent's clock running ahead); beyond, it is refused.
+    pub max_clock_skew: Duration,
+}
+
+impl Default for IntakeSettings {
+    fn default() -> Self {
+        Self {
+            duplicate_window: Duration::from_secs(180),
+            max_clock_skew: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The API's operations. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Api {
+    store: Store,
+    intake: Arc<IntakeSettings>,
+    changes: ChangeFeed,
+}
+
+impl Api {
+    pub fn new(store: Store, intake: IntakeSettings, changes: ChangeFeed) -> Self {
+        Self {
+            store,
+            intake: Arc::new(intake),
+            changes,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn changes(&self) -> &ChangeFeed {
+        &self.changes
+    }
+}
+
+/// Refuses a change to `what` while notifications of its segment are
+/// unfinished (as Masakari does: it would pull the ground from under a
+/// running recovery).
+fn refuse_while_unfinished(what: &str, unfinished: &Unfinished) -> Result<(), Error> {
+    if unfinished.count == 0 {
+        return Ok(());
+    }
+    let examples: Vec<String> = unfinished
+        .examples
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
+    Err(Error::FailedPrecondition(format!(
+        "{what} has {} unfinished notification(s) (new, running or error): {}{}; retry when they have finished",
+        unfinished.count,
+        examples.join(", "),
+        if unfinished.count as usize > examples.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    )))
+}

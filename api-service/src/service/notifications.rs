@@ -1,0 +1,207 @@
+//! Notification operations and the intake rules.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Utc};
+
+use super::{Api, Error};
+use crate::changes::Change;
+use crate::domain::{
+    InvalidField, NewNotification, Notification, NotificationFilter, NotificationId,
+    NotificationPayload, Page, PageRequest, ProgressEvent,
+};
+use crate::status::NotificationStatus;
+use crate::store::{IntakeContext, IntakeDecision};
+
+/// The intake rules, given what the store read in the intake transaction:
+///
+/// * the host must be registered (in a segment);
+/// * a duplicate (same type, host and payload generated within the window)
+///   is refused, naming the earlier notification;
+/// * a host on maintenance refuses reports, except STARTED events, which
+///   say the host or its nova-compute is back;
+/// * a report for a disabled segment is stored as `ignored`.
+pub fn decide_intake(
+    context: IntakeContext<'_>,
+    payload: &NotificationPayload,
+    window_secs: u64,
+) -> Result<IntakeDecision, Error> {
+    let new = context.new;
+    let (Some(host), Some(segment)) = (context.host, context.segment) else {
+        return Err(Error::invalid(
+            "hostname",
+            format!(
+                "no host named {:?} is registered in a failover segment",
+                new.hostname
+            ),
+        ));
+    };
+    if let Some(earlier) = context.duplicates.first() {
+        return Err(Error::AlreadyExists(format!(
+            "duplicate of notification {} ({}): same type, host and payload generated within {window_secs} s",
+            earlier.id, earlier.status
+        )));
+    }
+    if host.on_maintenance && !payload.is_started_event() {
+        return Err(Error::FailedPrecondition(format!(
+            "host {} is on maintenance; notifications for it are refused until its on_maintenance flag is cleared",
+            host.name
+        )));
+    }
+    if !segment.enabled {
+        return Ok(IntakeDecision {
+            status: NotificationStatus::Ignored,
+            message: Some(format!(
+                "failover segment {} ({}) is disabled; no recovery",
+                segment.name, segment.id
+            )),
+        });
+    }
+    Ok(IntakeDecision {
+        status: NotificationStatus::New,
+        message: None,
+    })
+}
+
+/// A report's `generated_time` must be a time a monitor can have seen:
+/// not before 1970 (nor storable on every backend), and not further in the
+/// future than the clock skew allowed.
+fn check_generated_time(
+    generated: DateTime<Utc>,
+    now: DateTime<Utc>,
+    max_clock_skew: Duration,
+) -> Result<(), InvalidField> {
+    if generated < DateTime::<Utc>::UNIX_EPOCH {
+        return Err(InvalidField::new(
+            "generated_time",
+            format!("{} is before 1970", generated.to_rfc3339()),
+        ));
+    }
+    let ahead = (generated - now).to_std().unwrap_or_default();
+    if ahead > max_clock_skew {
+        return Err(InvalidField::new(
+            "generated_time",
+            format!(
+                "{} is {} in the future (intake.max_clock_skew is {}): is the reporting agent's clock right?",
+                generated.to_rfc3339(),
+                humantime::format_duration(Duration::from_secs(ahead.as_secs())),
+                humantime::format_duration(max_clock_skew)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Api {
+    /// Validates and stores a failure report. A retried request with the
+    /// idempotency key of an earlier one returns that earlier notification.
+    #[tracing::instrument(skip_all, fields(hostname = %new.hostname, notification_type = %new.notification_type))]
+    pub async fn create_notification(
+        &self,
+        mut new: NewNotification,
+    ) -> Result<Notification, Error> {
+        let payload = new.validate()?;
+        check_generated_time(new.generated_time, Utc::now(), self.intake.max_clock_skew)?;
+        // Stored at microsecond precision; compare replays at the same.
+        new.generated_time = new.generated_time.trunc_subsecs(6);
+        if let Some(key) = &new.idempotency_key
+            && let Some(earlier) = self.store.notification_by_idempotency_key(key).await?
+        {
+            return replay(&new, earlier);
+        }
+        let window = self.intake.duplicate_window;
+        let chrono_window = chrono::Duration::from_std(window)
+            .map_err(|e| Error::internal(&format!("duplicate window out of range: {e}")))?;
+        let created = self
+            .store
+            .create_notification(&new, chrono_window, |context| {
+                decide_intake(context, &payload, window.as_secs())
+            })
+            .await;
+        let notification = match created {
+            Ok(notification) => notification,
+            // Two requests with one key raced; the other one won.
+            Err(Error::AlreadyExists(_)) if new.idempotency_key.is_some() => {
+                let key = new.idempotency_key.as_deref().unwrap_or_default();
+                match self.store.notification_by_idempotency_key(key).await? {
+                    Some(earlier) => return replay(&new, earlier),
+                    None => {
+                        return Err(Error::AlreadyExists(format!(
+                            "idempotency_key {key:?} was used by another request"
+                        )));
+                    }
+                }
+            }
+            Err(err) => return Err(err),
+        };
+        tracing::info!(
+            notification_id = %notification.id,
+            status = %notification.status,
+            "notification created"
+        );
+        crate::metrics::notification_resolved(&notification);
+        self.changes
+            .publish(Change::Notification(notification.clone()));
+        Ok(notification)
+    }
+
+    #[tracing::instrument(skip(self))]
+    pub async fn get_notification(
+        &self,
+        id: NotificationId,
+    ) -> Result<(Notification, Vec<ProgressEvent>), Error> {
+        let notification = self.store.notification(id).await?;
+        let progress = self.store.progress_events(id).await?;
+        Ok((notification, progress))
+    }
+
+    #[tracing::instrument(skip(self))]
+    pub async fn list_notifications(
+        &self,
+        filter: NotificationFilter,
+        page: PageRequest,
+    ) -> Result<Page<Notification>, Error> {
+        filter.validate()?;
+        Ok(self.store.list_notifications(&filter, page).await?)
+    }
+}
+
+/// The earlier notification for a retried request, if it is the same
+/// request.
+fn replay(new: &NewNotification, earlier: Notification) -> Result<Notification, Error> {
+    let same = earlier.notification_type == new.notification_type
+        && earlier.hostname == new.hostname
+        && earlier.payload == new.payload
+        && earlier.generated_time == new.generated_time;
+    if same {
+        Ok(earlier)
+    } else {
+        Err(Error::AlreadyExists(format!(
+            "idempotency_key {:?} was used for notification {} with a different type, host, payload or generated_time",
+            new.idempotency_key.as_deref().unwrap_or_default(),
+            earlier.id
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_time_before_1970_or_too_far_ahead_is_refused() {
+        let now = Utc::now();
+        let skew = Duration::from_secs(600);
+        let ok = |t| check_generated_time(t, now, skew).is_ok();
+        assert!(ok(now));
+        assert!(ok(now - chrono::Duration::days(400)));
+        assert!(ok(now + chrono::Duration::seconds(599)));
+        assert!(ok(DateTime::<Utc>::UNIX_EPOCH));
+        let ahead =
+            check_generated_time(now + chrono::Duration::days(3650), now, skew).unwrap_err();
+        assert_eq!(ahead.field, "generated_time");
+        assert!(ahead.reason.contains("in the future"), "{}", ahead.reason);
+        let early = check_generated_time(DateTime::<Utc>::MIN_UTC, now, skew).unwrap_err();
+        assert!(early.reason.contains("before 1970"), "{}", early.reason);
+    }
+}

@@ -1,0 +1,9 @@
+//! sea-orm entities, one per table of `instanceha-migrations`. Enumerations
+//! are stored as Masakari's strings and converted in the store, so the
+//! domain types carry no sea-orm derives.
+
+pub mod host;
+pub mod notification;
+pub mod progress_event;
+pub mod segment;
+pub mod vmove;

@@ -1,0 +1,336 @@
+//! The store: the only module that talks to the database (sea-orm over
+//! SQLite, PostgreSQL or MySQL/MariaDB). It maps rows to domain types and
+//! runs every multi-step change in one transaction; the rules that decide
+//! what may change are passed in by the service layer as closures, so they
+//! stay plain Rust.
+
+mod dispatch;
+pub mod entity;
+mod hosts;
+mod notifications;
+mod segments;
+mod vmoves;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use instanceha_migrations::MigratorTrait;
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait as _, Database, DatabaseConnection, DatabaseTransaction,
+    DbBackend, DbErr, IsolationLevel, SqlErr, TransactionOptions, TransactionTrait,
+};
+
+pub use dispatch::{Applied, Due, Resolved};
+pub use notifications::{IntakeContext, IntakeDecision, Unfinished};
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{kind} {id} not found")]
+    NotFound { kind: &'static str, id: String },
+    /// A compare-and-set lost: the row changed since it was read.
+    #[error("{0}")]
+    Stale(String),
+    /// A run's event that the plan or the status rules refuse.
+    #[error("{0}")]
+    Rejected(String),
+    /// The status rules refuse the change.
+    #[error(transparent)]
+    Illegal(#[from] crate::status::IllegalTransition),
+    /// A unique constraint refused the write.
+    #[error("{0}")]
+    Conflict(String),
+    /// A row holds a value this version cannot read.
+    #[error("{table}.{column} holds {value:?}, which is not a value this version knows")]
+    Corrupt {
+        table: &'static str,
+        column: &'static str,
+        value: String,
+    },
+    #[error("cannot open the database at {url}: {source}")]
+    Connect { url: String, source: DbErr },
+    #[error("cannot migrate the database: {0}")]
+    Migrate(DbErr),
+    #[error("database error: {0}")]
+    Database(#[from] DbErr),
+}
+
+impl Error {
+    fn not_found(kind: &'static str, id: impl ToString) -> Self {
+        Self::NotFound {
+            kind,
+            id: id.to_string(),
+        }
+    }
+
+    /// The error for `err`, or a conflict naming `what` if it is a unique
+    /// constraint violation.
+    fn unique(err: DbErr, what: impl FnOnce() -> String) -> Self {
+        match err.sql_err() {
+            Some(SqlErr::UniqueConstraintViolation(_)) => Self::Conflict(what()),
+            _ => Self::Database(err),
+        }
+    }
+
+    pub fn is_unique_violation(&self) -> bool {
+        matches!(self, Self::Conflict(_))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How to reach the database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatabaseOptions {
+    /// `sqlite:///path/to/file.db`, `postgres://...` or `mysql://...`.
+    pub url: String,
+    /// Pool size (SQLite always uses one connection: it has one writer).
+    pub max_connections: u32,
+    pub connect_timeout: Duration,
+}
+
+impl DatabaseOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The database, migrated and ready.
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: DatabaseConnection,
+}
+
+impl Store {
+    /// Connects, creating an SQLite file (in WAL mode) if needed, and
+    /// applies the migrations.
+    ///
+    /// SQLite answers "database is locked" at once, without waiting for its
+    /// busy timeout, while another connection switches a new file to WAL or
+    /// rebuilds its WAL index; replicas opening one file together retry
+    /// that until the connect timeout runs out.
+    pub async fn open(options: &DatabaseOptions) -> Result<Self> {
+        let deadline = tokio::time::Instant::now() + options.connect_timeout;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match Self::open_once(options).await {
+                Err(Error::Connect { source, .. } | Error::Migrate(source))
+                    if sqlite_busy(&source) && tokio::time::Instant::now() + pause < deadline =>
+                {
+                    tracing::debug!(error = %source, "sqlite file busy at open, retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                opened => return opened,
+            }
+        }
+    }
+
+    async fn open_once(options: &DatabaseOptions) -> Result<Self> {
+        let mut connect = ConnectOptions::new(options.url.clone());
+        connect
+            .connect_timeout(options.connect_timeout)
+            .acquire_timeout(options.connect_timeout)
+            .sqlx_logging(false);
+        if options.url.starts_with("sqlite:") {
+            connect
+                .max_connections(1)
+                .min_connections(1)
+                .map_sqlx_sqlite_opts(|o| {
+                    o.create_if_missing(true)
+                        .journal_mode(SqliteJournalMode::Wal)
+                        .synchronous(SqliteSynchronous::Normal)
+                        .busy_timeout(Duration::from_secs(10))
+                        .foreign_keys(true)
+                });
+        } else {
+            connect.max_connections(options.max_connections.max(1));
+        }
+        let db = Database::connect(connect)
+            .await
+            .map_err(|source| Error::Connect {
+                url: redact_url(&options.url),
+                source,
+            })?;
+        migrate(&db, options).await?;
+        Ok(Self { db })
+    }
+
+    pub fn backend(&self) -> DbBackend {
+        self.db.get_database_backend()
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        self.db.ping().await.map_err(Error::Database)
+    }
+
+    pub async fn close(self) -> Result<()> {
+        self.db.close().await.map_err(Error::Database)
+    }
+
+    /// A transaction for a read-check-write sequence: `BEGIN IMMEDIATE` on
+    /// SQLite (take the write lock first), READ COMMITTED elsewhere so that
+    /// each statement sees what other transactions committed.
+    async fn begin_write(&self) -> Result<DatabaseTransaction> {
+        let options = match self.backend() {
+            DbBackend::Sqlite => TransactionOptions {
+                isolation_level: None,
+                access_mode: None,
+                sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
+            },
+            _ => TransactionOptions {
+                isolation_level: Some(IsolationLevel::ReadCommitted),
+                access_mode: None,
+                sqlite_transaction_mode: None,
+            },
+        };
+        Ok(self.db.begin_with_options(options).await?)
+    }
+}
+
+/// Whether `err` is SQLite's "database is busy" or "database is locked"
+/// (primary result codes 5 and 6, with any extended code).
+fn sqlite_busy(err: &DbErr) -> bool {
+    let (DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e))
+    | DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e))
+    | DbErr::Query(sea_orm::RuntimeErr::SqlxError(e))) = err
+    else {
+        return false;
+    };
+    let sea_orm::sqlx::Error::Database(db) = &**e else {
+        return false;
+    };
+    if db
+        .try_downcast_ref::<sea_orm::sqlx::sqlite::SqliteError>()
+        .is_none()
+    {
+        return false;
+    }
+    db.code()
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
+}
+
+/// Applies the migrations, one replica at a time: replicas starting
+/// together on PostgreSQL or MySQL take a database lock on one dedicated
+/// connection around the migrations, so they do not race to create the
+/// same tables; on SQLite, processes sharing the file take its write lock.
+async fn migrate(db: &DatabaseConnection, options: &DatabaseOptions) -> Result<()> {
+    let (lock, unlock) = match db.get_database_backend() {
+        DbBackend::Postgres => (
+            format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"),
+            format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"),
+        ),
+        DbBackend::MySql => (
+            "SELECT GET_LOCK('instanceha_migrations', 300)".to_owned(),
+            "SELECT RELEASE_LOCK('instanceha_migrations')".to_owned(),
+        ),
+        // SQLite: processes sharing the file take its write lock first.
+        _ => {
+            let txn = db
+                .begin_with_options(TransactionOptions {
+                    isolation_level: None,
+                    access_mode: None,
+                    sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
+                })
+                .await
+                .map_err(Error::Migrate)?;
+            instanceha_migrations::Migrator::up(&txn, None)
+                .await
+                .map_err(Error::Migrate)?;
+            return txn.commit().await.map_err(Error::Migrate);
+        }
+    };
+    // A session-level lock needs one session: a pool of one connection.
+    let mut connect = ConnectOptions::new(options.url.clone());
+    connect
+        .max_connections(1)
+        .connect_timeout(options.connect_timeout)
+        .acquire_timeout(Duration::from_secs(300))
+        .sqlx_logging(false);
+    let session = Database::connect(connect)
+        .await
+        .map_err(|source| Error::Connect {
+            url: redact_url(&options.url),
+            source,
+        })?;
+    session
+        .execute_unprepared(&lock)
+        .await
+        .map_err(Error::Migrate)?;
+    let migrated = instanceha_migrations::Migrator::up(&session, None)
+        .await
+        .map_err(Error::Migrate);
+    let released = session.execute_unprepared(&unlock).await;
+    let _ = session.close().await;
+    migrated?;
+    released.map_err(Error::Migrate)?;
+    Ok(())
+}
+
+/// The key of the PostgreSQL advisory lock held while migrating.
+const MIGRATION_LOCK: i64 = 0x696e_7374_6861; // "instha"
+
+/// The current time at the precision every backend stores (microseconds).
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+/// The URL without its password, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((credentials, host)) => {
+                let user = credentials.split(':').next().unwrap_or_default();
+                format!("{scheme}://{user}:***@{host}")
+            }
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+fn parse_uuid<T: FromStr>(table: &'static str, column: &'static str, value: &str) -> Result<T> {
+    value.parse().map_err(|_| Error::Corrupt {
+        table,
+        column,
+        value: value.to_owned(),
+    })
+}
+
+fn parse_enum<T>(
+    table: &'static str,
+    column: &'static str,
+    value: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<T> {
+    parse(value).ok_or_else(|| Error::Corrupt {
+        table,
+        column,
+        value: value.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://ha:secret@db:5432/ha"),
+            "postgres://ha:***@db:5432/ha"
+        );
+        assert_eq!(
+            redact_url("sqlite:///var/lib/ha.db"),
+            "sqlite:///var/lib/ha.db"
+        );
+    }
+}

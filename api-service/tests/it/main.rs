@@ -1,0 +1,17 @@
+//! The integration tests of `instanceha-api`: one binary, one module per
+//! area. Each test runs against a fresh database on SQLite, and on
+//! PostgreSQL and MySQL/MariaDB when `INSTANCEHA_TEST_POSTGRES_URL` /
+//! `INSTANCEHA_TEST_MYSQL_URL` are set.
+
+mod auth;
+mod backends;
+mod bad_input;
+mod helpers;
+mod hosts;
+mod limits;
+mod notifications;
+mod props;
+mod rest;
+mod segments;
+mod server;
+mod store;

@@ -1,0 +1,356 @@
+//! A whole cloud for the REST API: openstack-sim, instanceha-engine and
+//! instanceha-api (SQLite, gRPC and REST on port 0, dispatch on, and
+//! optionally validating tokens with the simulator's Keystone); and a host
+//! failure reported over REST, recovered, and followed over gRPC.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use instanceha_api::auth::AuthMode;
+use instanceha_api::config::Settings as ApiSettings;
+use instanceha_engine::config::Settings as EngineSettings;
+use instanceha_engine::openstack::OpenStack;
+use instanceha_engine::openstack::credentials::{AuthSettings, Secret};
+use instanceha_engine::openstack::retry::RetryPolicy;
+use instanceha_engine::recovery::Engine;
+use instanceha_proto::v1 as pb;
+use openstack_sim::Scenario;
+use openstack_sim::Sim;
+use openstack_sim::scenario::{HostSpec, InstanceSpec};
+use pb::notification_service_client::NotificationServiceClient;
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio_stream::StreamExt as _;
+
+use super::{Rest, host_down, now};
+
+/// Simulated seconds per real second.
+const SPEED: f64 = 100.0;
+
+/// How long a recovery may take here.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// How the API authenticates callers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auth {
+    Off,
+    /// Keystone tokens, validated with the simulator's `nova` user.
+    Keystone,
+}
+
+pub struct Cloud {
+    pub sim: Sim,
+    pub grpc: SocketAddr,
+    pub rest: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    api: Option<tokio::task::JoinHandle<()>>,
+    engine: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+/// Two computes and a disabled spare; `web-1` and the stopped `batch-1`
+/// (both HA-enabled) on compute-01.
+pub fn two_hosts_and_a_spare() -> Scenario {
+    Scenario::builder()
+        .host(HostSpec::new("compute-01"))
+        .host(HostSpec::new("compute-02"))
+        .host(HostSpec::new("compute-03").disabled("reserved for instance HA"))
+        .instance(InstanceSpec::new("web-1", "compute-01").ha(true))
+        .instance(
+            InstanceSpec::new("batch-1", "compute-01")
+                .ha(true)
+                .vm_state("stopped"),
+        )
+        .speed(SPEED)
+        .seed(7)
+        .build()
+        .expect("a valid scenario")
+}
+
+fn user(sim: &Sim, name: &str, project: &str) -> AuthSettings {
+    AuthSettings {
+        auth_url: Some(sim.auth_url()),
+        username: Some(name.to_owned()),
+        password: Some(Secret::new("secret")),
+        project_name: Some(project.to_owned()),
+        user_domain_name: Some("Default".to_owned()),
+        project_domain_name: Some("Default".to_owned()),
+        ..AuthSettings::default()
+    }
+}
+
+impl Cloud {
+    pub async fn start(scenario: Scenario, auth: Auth) -> Cloud {
+        let sim = Sim::start(scenario, "127.0.0.1:0".parse().unwrap())
+            .await
+            .expect("the simulator starts");
+
+        let mut engine_settings = EngineSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..EngineSettings::default()
+        };
+        engine_settings.openstack.auth = user(&sim, "admin", "admin");
+        engine_settings.openstack.service_auth = Some(user(&sim, "nova", "service"));
+        engine_settings.openstack.interfaces = vec!["public".to_owned()];
+        engine_settings.openstack.request_timeout = Duration::from_secs(2);
+        engine_settings.openstack.retry = RetryPolicy {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(40),
+            max_retry_after: Duration::from_millis(100),
+        };
+        engine_settings.recovery.poll_interval = Duration::from_millis(20);
+        engine_settings.recovery.evacuation_timeout = Duration::from_secs(20);
+        engine_settings.recovery.power_timeout = Duration::from_secs(10);
+        engine_settings.host_failure.service_down_timeout = Duration::from_secs(5);
+        let (credentials, service, client) = engine_settings
+            .openstack_client(&BTreeMap::new())
+            .expect("credentials");
+        let openstack = OpenStack::new(credentials, service, client).expect("client");
+        let engine = Engine::new(
+            openstack,
+            engine_settings.recovery_settings(),
+            engine_settings.recovery.max_concurrent_instances_total,
+        );
+        let engine_server = instanceha_engine::server::Server::bind(engine_settings.listen, engine)
+            .await
+            .expect("the engine binds");
+        let engine_addr = engine_server.local_addr();
+        let engine = tokio::spawn(async move {
+            engine_server
+                .run(std::future::pending::<()>())
+                .await
+                .expect("the engine serves");
+        });
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = ApiSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..ApiSettings::default()
+        };
+        settings.database.url = format!("sqlite://{}", dir.path().join("api.db").display());
+        settings.rest.listen = "127.0.0.1:0".parse().unwrap();
+        settings.dispatch.engine_url = format!("http://{engine_addr}");
+        settings.dispatch.replica_id = Some("rest-test".to_owned());
+        settings.dispatch.retry_delay = Duration::from_millis(50);
+        settings.dispatch.max_retry_delay = Duration::from_millis(200);
+        settings.dispatch.scan_interval = Duration::from_millis(100);
+        settings.dispatch.lease = Duration::from_secs(3);
+        settings.dispatch.connect_timeout = Duration::from_secs(1);
+        match auth {
+            Auth::Off => settings.auth.mode = AuthMode::None,
+            Auth::Keystone => {
+                settings.auth.mode = AuthMode::Keystone;
+                settings.auth.keystone = openstack_client::credentials::AuthSettings {
+                    auth_url: Some(sim.auth_url()),
+                    username: Some("nova".into()),
+                    password: Some(openstack_client::credentials::Secret::new("secret")),
+                    project_name: Some("service".into()),
+                    user_domain_name: Some("Default".into()),
+                    project_domain_name: Some("Default".into()),
+                    ..Default::default()
+                };
+            }
+        }
+        let server = instanceha_api::server::Server::bind(&settings)
+            .await
+            .expect("the API starts");
+        let grpc = server.local_addr();
+        let rest = server.rest_addr().expect("the REST API is on");
+        let (shutdown, stop) = oneshot::channel::<()>();
+        let api = tokio::spawn(async move {
+            server
+                .run(async {
+                    let _ = stop.await;
+                })
+                .await
+                .expect("the API serves");
+        });
+        Cloud {
+            sim,
+            grpc,
+            rest,
+            shutdown: Some(shutdown),
+            api: Some(api),
+            engine,
+            _dir: dir,
+        }
+    }
+
+    /// Stops the API gracefully (REST and gRPC) and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(api) = self.api.take() {
+            tokio::time::timeout(Duration::from_secs(10), api)
+                .await
+                .expect("the API stops within 10 s")
+                .expect("the API task");
+        }
+    }
+}
+
+impl Drop for Cloud {
+    fn drop(&mut self) {
+        if let Some(api) = self.api.take() {
+            api.abort();
+        }
+        self.engine.abort();
+    }
+}
+
+/// Polls the REST API until the notification is finished, failed or
+/// ignored.
+pub async fn terminal(rest: &Rest, uuid: &str) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let reply = rest
+            .version("1.1")
+            .get(&format!("/v1/notifications/{uuid}"))
+            .await;
+        let n = reply.expect(200)["notification"].clone();
+        if matches!(
+            n["status"].as_str(),
+            Some("finished" | "failed" | "ignored")
+        ) {
+            return n;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "notification still {} after {PATIENCE:?}",
+            n["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_notification_is_recovered_and_watched_over_grpc() {
+    let cloud = Cloud::start(two_hosts_and_a_spare(), Auth::Off).await;
+    let rest = Rest::at_addr(cloud.rest);
+    let segment = rest.segment("rack-a").await;
+    let seg = segment["uuid"].as_str().unwrap().to_owned();
+    rest.host(&seg, "compute-01").await;
+    rest.host(&seg, "compute-02").await;
+
+    cloud.sim.power_off("compute-01").unwrap();
+    let accepted = rest
+        .post("/v1/notifications", host_down("compute-01", &now()))
+        .await;
+    let uuid = accepted.expect(202)["notification"]["notification_uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // A gRPC watcher follows it to its end.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", cloud.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut notifications = NotificationServiceClient::new(channel);
+    let mut updates = notifications
+        .watch_notification(pb::WatchNotificationRequest { id: uuid.clone() })
+        .await
+        .expect("the gRPC side knows the REST notification")
+        .into_inner();
+    let mut last_status = None;
+    let mut vmoves_seen = 0;
+    let watch = async {
+        while let Some(update) = updates.next().await {
+            match update.expect("an update").update.expect("a body") {
+                pb::notification_update::Update::Snapshot(s) => {
+                    last_status = s.notification.map(|n| n.status);
+                    vmoves_seen += s.vmoves.len();
+                }
+                pb::notification_update::Update::Notification(n) => last_status = Some(n.status),
+                pb::notification_update::Update::Vmove(_) => vmoves_seen += 1,
+                pb::notification_update::Update::ProgressEvent(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, watch)
+        .await
+        .expect("the watch ends when the notification does");
+    assert_eq!(
+        last_status,
+        Some(pb::NotificationStatus::Finished as i32),
+        "the watcher saw it finish"
+    );
+    assert!(vmoves_seen >= 2, "the watcher saw the vmoves");
+
+    let n = terminal(&rest, &uuid).await;
+    assert_eq!(n["status"], "finished", "{n:#}");
+    let details = n["recovery_workflow_details"].as_array().unwrap();
+    let names: Vec<&str> = details
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"disable_compute_service") && names.contains(&"evacuate_instances"),
+        "{names:?}"
+    );
+    for task in details {
+        assert!(task["progress"].is_f64());
+        assert!(!task["progress_details"].as_array().unwrap().is_empty());
+    }
+    let evacuate = details
+        .iter()
+        .find(|t| t["name"] == "evacuate_instances")
+        .unwrap();
+    assert_eq!(evacuate["state"], "SUCCESS");
+    assert_eq!(evacuate["progress"], 1.0);
+
+    let vmoves = rest.get(&format!("/v1/notifications/{uuid}/vmoves")).await;
+    let vmoves = vmoves.expect(200)["vmoves"].as_array().unwrap().clone();
+    assert_eq!(vmoves.len(), 2);
+    for v in &vmoves {
+        assert_eq!(v["status"], "succeeded");
+        assert_eq!(v["type"], "evacuation");
+        assert_eq!(v["source_host"], "compute-01");
+        assert_eq!(v["dest_host"], "compute-02");
+        assert_eq!(v["notification_uuid"], uuid.as_str());
+        assert!(v["start_time"].is_string() && v["end_time"].is_string());
+    }
+    let one = vmoves[0]["uuid"].as_str().unwrap();
+    let shown = rest
+        .get(&format!("/v1/notifications/{uuid}/vmoves/{one}"))
+        .await;
+    assert_eq!(shown.expect(200)["vmove"], vmoves[0]);
+    let succeeded = rest
+        .get(&format!(
+            "/v1/notifications/{uuid}/vmoves?status=succeeded&sort_key=instance_name&sort_dir=asc"
+        ))
+        .await;
+    let names: Vec<&str> = succeeded.expect(200)["vmoves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["instance_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["batch-1", "web-1"]);
+
+    // The engine put the failed host on maintenance; reports for it are
+    // refused now (a different one, so that it is no duplicate).
+    let hosts = rest
+        .get(&format!("/v1/segments/{seg}/hosts?on_maintenance=true"))
+        .await;
+    let hosts = hosts.expect(200)["hosts"].as_array().unwrap().clone();
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(hosts[0]["name"], "compute-01");
+    let mut unknown = host_down("compute-01", &now());
+    unknown["notification"]["payload"]["host_status"] = json!("UNKNOWN");
+    let again = rest.post("/v1/notifications", unknown).await;
+    assert!(again.fault("conflictingRequest").contains("maintenance"));
+    // The host comes back into service through REST, as operators do.
+    let host = hosts[0]["uuid"].as_str().unwrap();
+    rest.put(
+        &format!("/v1/segments/{seg}/hosts/{host}"),
+        json!({"host": {"on_maintenance": false}}),
+    )
+    .await
+    .expect(200);
+    cloud.stop().await;
+}
