@@ -1,0 +1,1266 @@
+//! The scenario: the simulated cloud's settings, identities, hosts, instances and volumes,
+//! loadable from TOML or JSON, buildable in code, expanded from compact generator forms and validated.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::pattern::wildcard_match;
+use crate::world::model::{TaskState, VmState};
+
+/// Why a scenario cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read scenario file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot parse scenario as TOML: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("cannot parse scenario as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("invalid scenario: {field}: {message}")]
+    Invalid { field: String, message: String },
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// A whole simulated cloud.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Scenario {
+    pub settings: Settings,
+    /// Users, added to the built-in ones (a user with a built-in name replaces it).
+    pub users: Vec<UserSpec>,
+    pub application_credentials: Vec<AppCredentialSpec>,
+    /// Flavors, added to the built-in m1.tiny/small/medium/large/xlarge.
+    pub flavors: Vec<FlavorSpec>,
+    pub aggregates: Vec<AggregateSpec>,
+    pub hosts: Vec<HostSpec>,
+    pub host_groups: Vec<HostGroupSpec>,
+    pub instances: Vec<InstanceSpec>,
+    pub instance_groups: Vec<InstanceGroupSpec>,
+    pub volumes: Vec<VolumeSpec>,
+}
+
+/// Global settings. Durations are simulated seconds unless the name says otherwise.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Simulated seconds per real second.
+    pub speed: f64,
+    /// Seed for every random choice (ids, jitter, failure probabilities, fault probabilities).
+    pub seed: u64,
+    pub region: String,
+    /// Nova's `[DEFAULT]service_down_time`.
+    pub service_down_time: f64,
+    /// Nova's `[DEFAULT]report_interval` (heartbeat period).
+    pub report_interval: f64,
+    /// How long a disable of an unreachable but still "up" compute blocks (Nova's RPC timeout).
+    pub rpc_response_timeout: f64,
+    /// Keystone token lifetime in REAL seconds (not scaled by speed).
+    pub token_ttl_secs: u64,
+    /// Nova's and Cinder's `[api]max_limit`.
+    pub max_limit: usize,
+    /// Concurrent rebuilds per destination host; further ones queue.
+    pub rebuild_concurrency: usize,
+    /// How long a rebuild may stall on a blocked volume attachment before failing.
+    pub stale_attachment_timeout: f64,
+    /// Nova's `[api]enable_instance_password` (adminPass in evacuate responses before 2.14).
+    pub enable_instance_password: bool,
+    /// Capacity of the request log ring buffer.
+    pub request_log_capacity: usize,
+    pub durations: Durations,
+    pub failure_probability: FailureProbability,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            speed: 1.0,
+            seed: 0,
+            region: "RegionOne".into(),
+            service_down_time: 60.0,
+            report_interval: 10.0,
+            rpc_response_timeout: 60.0,
+            token_ttl_secs: 3600,
+            max_limit: 1000,
+            rebuild_concurrency: 10,
+            stale_attachment_timeout: 780.0,
+            enable_instance_password: true,
+            request_log_capacity: 10_000,
+            durations: Durations::default(),
+            failure_probability: FailureProbability::default(),
+        }
+    }
+}
+
+/// How long things take, in simulated seconds.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Durations {
+    /// Added to every Nova and Cinder call.
+    pub api_latency: f64,
+    /// Added to every Keystone token request (a real Keystone took about 0.5 s).
+    pub token_issue: f64,
+    /// Conductor scheduling of an evacuation.
+    pub schedule: f64,
+    /// Resource claim on the destination (migration becomes pre-migrating).
+    pub claim: f64,
+    /// Re-attaching volumes (task_state rebuild_block_device_mapping).
+    pub block_device_mapping: f64,
+    /// Spawning the guest (task_state rebuild_spawning).
+    pub spawn: f64,
+    /// From task_state cleared to host change, and from host change to migration done.
+    pub finish: f64,
+    /// os-stop, and the power-off of an evacuated instance that ends stopped.
+    pub stop: f64,
+    /// os-start.
+    pub start: f64,
+    /// From powering a host on until its nova-compute heartbeats again.
+    pub host_boot: f64,
+    /// Relative jitter applied to each sampled duration (0.1 means ±10 %).
+    pub jitter: f64,
+}
+
+impl Default for Durations {
+    fn default() -> Durations {
+        Durations {
+            api_latency: 0.0,
+            token_issue: 0.0,
+            schedule: 1.0,
+            claim: 0.5,
+            block_device_mapping: 1.5,
+            spawn: 3.0,
+            finish: 0.2,
+            stop: 2.0,
+            start: 2.0,
+            host_boot: 30.0,
+            jitter: 0.0,
+        }
+    }
+}
+
+/// Probability of each evacuation failure mode, drawn per evacuation from the seeded generator.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct FailureProbability {
+    pub scheduling: f64,
+    pub claim: f64,
+    pub compute: f64,
+}
+
+/// A Keystone user with a role assignment on one project.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UserSpec {
+    pub name: String,
+    pub password: String,
+    #[serde(default = "default_domain")]
+    pub domain: String,
+    pub project: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
+impl UserSpec {
+    pub fn new(name: &str, password: &str, project: &str, roles: &[&str]) -> UserSpec {
+        UserSpec {
+            name: name.into(),
+            password: password.into(),
+            domain: default_domain(),
+            project: project.into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+        }
+    }
+}
+
+fn default_domain() -> String {
+    "Default".into()
+}
+
+/// A Keystone application credential of a user (its project and roles are the user's).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AppCredentialSpec {
+    /// Fixed id; generated from the seed when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    pub name: String,
+    pub user: String,
+    pub secret: String,
+}
+
+/// A flavor.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FlavorSpec {
+    pub name: String,
+    pub vcpus: u32,
+    pub ram_mb: u64,
+    #[serde(default)]
+    pub disk_gb: u64,
+}
+
+/// A host aggregate. `hosts` entries may use `*` wildcards.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateSpec {
+    pub name: String,
+    #[serde(default)]
+    pub availability_zone: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+/// A compute host and its nova-compute service.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostSpec {
+    pub name: String,
+    /// Defaults to `<name>.example.org`.
+    pub hypervisor_hostname: Option<String>,
+    /// Defaults to an address in 192.0.2.0/24 (or 198.51.100.0/24 past 250 hosts).
+    pub ip: Option<String>,
+    pub vcpus: u32,
+    pub ram_mb: u64,
+    pub disk_gb: u64,
+    pub enabled: bool,
+    pub disabled_reason: Option<String>,
+    pub forced_down: bool,
+    pub powered_on: bool,
+}
+
+impl Default for HostSpec {
+    fn default() -> HostSpec {
+        HostSpec {
+            name: String::new(),
+            hypervisor_hostname: None,
+            ip: None,
+            vcpus: 64,
+            ram_mb: 262_144,
+            disk_gb: 2000,
+            enabled: true,
+            disabled_reason: None,
+            forced_down: false,
+            powered_on: true,
+        }
+    }
+}
+
+impl HostSpec {
+    pub fn new(name: &str) -> HostSpec {
+        HostSpec {
+            name: name.into(),
+            ..HostSpec::default()
+        }
+    }
+
+    pub fn capacity(mut self, vcpus: u32, ram_mb: u64) -> HostSpec {
+        self.vcpus = vcpus;
+        self.ram_mb = ram_mb;
+        self
+    }
+
+    pub fn disabled(mut self, reason: &str) -> HostSpec {
+        self.enabled = false;
+        self.disabled_reason = Some(reason.into());
+        self
+    }
+
+    pub fn powered_off(mut self) -> HostSpec {
+        self.powered_on = false;
+        self
+    }
+}
+
+/// Many hosts named `<name_prefix><number>`, the number zero-padded to `width` digits.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostGroupSpec {
+    pub name_prefix: String,
+    pub count: usize,
+    pub start: usize,
+    pub width: usize,
+    pub vcpus: u32,
+    pub ram_mb: u64,
+    pub disk_gb: u64,
+    pub enabled: bool,
+    pub disabled_reason: Option<String>,
+}
+
+impl Default for HostGroupSpec {
+    fn default() -> HostGroupSpec {
+        let host = HostSpec::default();
+        HostGroupSpec {
+            name_prefix: "compute-".into(),
+            count: 0,
+            start: 1,
+            width: 2,
+            vcpus: host.vcpus,
+            ram_mb: host.ram_mb,
+            disk_gb: host.disk_gb,
+            enabled: true,
+            disabled_reason: None,
+        }
+    }
+}
+
+/// One server.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstanceSpec {
+    pub name: String,
+    pub host: String,
+    pub project: String,
+    /// The owning user's name; defaults to a user of the project, else a generated id.
+    pub user: Option<String>,
+    pub flavor: String,
+    pub vm_state: String,
+    pub task_state: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    /// Sets metadata `HA_Enabled` to "True" or "False".
+    pub ha_enabled: Option<bool>,
+    pub locked: bool,
+    pub locked_reason: Option<String>,
+    /// Boot from a root volume `<name>-root` instead of an image.
+    pub boot_from_volume: bool,
+    pub root_volume_size: u64,
+    pub root_volume_multiattach: bool,
+    /// The root volume carries a stale attachment on this host (see the README).
+    pub stale_attachment: bool,
+    /// Leave the root volume's attachment in this attach_status (detaching, error_detaching,
+    /// attaching, error_attaching).
+    pub root_attach_status: Option<String>,
+}
+
+impl Default for InstanceSpec {
+    fn default() -> InstanceSpec {
+        InstanceSpec {
+            name: String::new(),
+            host: String::new(),
+            project: "demo".into(),
+            user: None,
+            flavor: "m1.small".into(),
+            vm_state: "active".into(),
+            task_state: None,
+            metadata: BTreeMap::new(),
+            ha_enabled: None,
+            locked: false,
+            locked_reason: None,
+            boot_from_volume: false,
+            root_volume_size: 20,
+            root_volume_multiattach: false,
+            stale_attachment: false,
+            root_attach_status: None,
+        }
+    }
+}
+
+impl InstanceSpec {
+    pub fn new(name: &str, host: &str) -> InstanceSpec {
+        InstanceSpec {
+            name: name.into(),
+            host: host.into(),
+            ..InstanceSpec::default()
+        }
+    }
+
+    pub fn ha(mut self, enabled: bool) -> InstanceSpec {
+        self.ha_enabled = Some(enabled);
+        self
+    }
+
+    pub fn project(mut self, project: &str) -> InstanceSpec {
+        self.project = project.into();
+        self
+    }
+
+    pub fn flavor(mut self, flavor: &str) -> InstanceSpec {
+        self.flavor = flavor.into();
+        self
+    }
+
+    pub fn vm_state(mut self, state: &str) -> InstanceSpec {
+        self.vm_state = state.into();
+        self
+    }
+
+    pub fn boot_from_volume(mut self) -> InstanceSpec {
+        self.boot_from_volume = true;
+        self
+    }
+
+    pub fn stale_attachment(mut self) -> InstanceSpec {
+        self.boot_from_volume = true;
+        self.stale_attachment = true;
+        self
+    }
+
+    pub fn root_attach_status(mut self, status: &str) -> InstanceSpec {
+        self.boot_from_volume = true;
+        self.root_attach_status = Some(status.into());
+        self
+    }
+
+    pub fn multiattach_root(mut self) -> InstanceSpec {
+        self.boot_from_volume = true;
+        self.root_volume_multiattach = true;
+        self
+    }
+
+    pub fn locked(mut self, reason: Option<&str>) -> InstanceSpec {
+        self.locked = true;
+        self.locked_reason = reason.map(str::to_string);
+        self
+    }
+}
+
+/// `count` servers on every host matching `host` (a name or `*` pattern), named
+/// `<name_prefix>-<number>` with a number running across the whole group.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstanceGroupSpec {
+    pub host: String,
+    pub count: usize,
+    pub name_prefix: String,
+    pub project: String,
+    pub user: Option<String>,
+    pub flavor: String,
+    pub vm_state: String,
+    pub ha_enabled: bool,
+    pub metadata: BTreeMap<String, String>,
+    /// Share of the group booted from volume, spread evenly through the group.
+    pub boot_from_volume_fraction: f64,
+    /// Booted-from-volume members carry a stale attachment on their host.
+    pub stale_attachments: bool,
+    pub locked: bool,
+}
+
+impl Default for InstanceGroupSpec {
+    fn default() -> InstanceGroupSpec {
+        InstanceGroupSpec {
+            host: String::new(),
+            count: 0,
+            name_prefix: "vm".into(),
+            project: "demo".into(),
+            user: None,
+            flavor: "m1.small".into(),
+            vm_state: "active".into(),
+            ha_enabled: true,
+            metadata: BTreeMap::new(),
+            boot_from_volume_fraction: 0.0,
+            stale_attachments: false,
+            locked: false,
+        }
+    }
+}
+
+/// A data volume, optionally attached to servers.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct VolumeSpec {
+    pub name: String,
+    pub size: u64,
+    pub multiattach: bool,
+    pub bootable: bool,
+    pub volume_type: String,
+    /// Defaults to the project of the first attached server, else "demo".
+    pub project: Option<String>,
+    /// Names of the servers it is attached to.
+    pub attached_to: Vec<String>,
+    /// The backend still holds a session on the attached server's host that Nova's BDM does not
+    /// reference (a stale attachment). Only for a non-multiattach volume attached to one server.
+    pub stale_attachment: bool,
+    /// Leave the attachment in this attach_status (detaching, error_detaching, attaching,
+    /// error_attaching).
+    pub attach_status: Option<String>,
+}
+
+impl Default for VolumeSpec {
+    fn default() -> VolumeSpec {
+        VolumeSpec {
+            name: String::new(),
+            size: 10,
+            multiattach: false,
+            bootable: false,
+            volume_type: "lvmdriver-1".into(),
+            project: None,
+            attached_to: Vec::new(),
+            stale_attachment: false,
+            attach_status: None,
+        }
+    }
+}
+
+impl VolumeSpec {
+    pub fn new(name: &str) -> VolumeSpec {
+        VolumeSpec {
+            name: name.into(),
+            ..VolumeSpec::default()
+        }
+    }
+
+    pub fn attached_to(mut self, server: &str) -> VolumeSpec {
+        self.attached_to.push(server.into());
+        self
+    }
+
+    pub fn multiattach(mut self) -> VolumeSpec {
+        self.multiattach = true;
+        self
+    }
+
+    pub fn stale_attachment(mut self) -> VolumeSpec {
+        self.stale_attachment = true;
+        self
+    }
+
+    pub fn attach_status(mut self, status: &str) -> VolumeSpec {
+        self.attach_status = Some(status.into());
+        self
+    }
+}
+
+/// vm_states a scenario may declare.
+pub const VM_STATES: &[&str] = VmState::ALL;
+
+/// task_states a scenario may declare.
+pub const TASK_STATES: &[&str] = TaskState::ALL;
+
+/// Attach statuses a scenario may leave an attachment in.
+pub const STUCK_ATTACH_STATUSES: &[&str] = &[
+    "detaching",
+    "error_detaching",
+    "attaching",
+    "error_attaching",
+];
+
+fn builtin_users() -> Vec<UserSpec> {
+    vec![
+        UserSpec::new("admin", "secret", "admin", &["admin", "member", "reader"]),
+        UserSpec::new("nova", "secret", "service", &["service", "admin"]),
+        UserSpec::new("reader", "secret", "demo", &["reader"]),
+        UserSpec::new("demo", "secret", "demo", &["member", "reader"]),
+    ]
+}
+
+/// The id of the built-in application credential of `admin`.
+pub const BUILTIN_APP_CREDENTIAL_ID: &str = "423f19a4ac1e4f48bbb4180756e6eb6c";
+/// The secret of the built-in application credential of `admin`.
+pub const BUILTIN_APP_CREDENTIAL_SECRET: &str = "rEaqvJka48mpv";
+
+fn builtin_app_credentials() -> Vec<AppCredentialSpec> {
+    vec![AppCredentialSpec {
+        id: Some(BUILTIN_APP_CREDENTIAL_ID.into()),
+        name: "ha-engine".into(),
+        user: "admin".into(),
+        secret: BUILTIN_APP_CREDENTIAL_SECRET.into(),
+    }]
+}
+
+fn builtin_flavors() -> Vec<FlavorSpec> {
+    [
+        ("m1.tiny", 1, 512, 1),
+        ("m1.small", 1, 2048, 20),
+        ("m1.medium", 2, 4096, 40),
+        ("m1.large", 4, 8192, 80),
+        ("m1.xlarge", 8, 16384, 160),
+    ]
+    .into_iter()
+    .map(|(name, vcpus, ram_mb, disk_gb)| FlavorSpec {
+        name: name.into(),
+        vcpus,
+        ram_mb,
+        disk_gb,
+    })
+    .collect()
+}
+
+/// A scenario with every generator expanded and built-ins merged in: what the world is built from.
+#[derive(Clone, Debug)]
+pub(crate) struct Expanded {
+    pub settings: Settings,
+    pub users: Vec<UserSpec>,
+    pub application_credentials: Vec<AppCredentialSpec>,
+    pub flavors: Vec<FlavorSpec>,
+    pub aggregates: Vec<AggregateSpec>,
+    pub hosts: Vec<HostSpec>,
+    pub instances: Vec<InstanceSpec>,
+    pub volumes: Vec<VolumeSpec>,
+}
+
+impl Scenario {
+    /// The built-in small scenario (`scenarios/small.toml`).
+    pub fn small() -> Scenario {
+        Scenario::from_toml_str(include_str!("../scenarios/small.toml"))
+            .expect("the built-in small scenario parses")
+    }
+
+    /// An empty scenario to build in code.
+    pub fn builder() -> ScenarioBuilder {
+        ScenarioBuilder {
+            scenario: Scenario::default(),
+        }
+    }
+
+    pub fn from_toml_str(text: &str) -> Result<Scenario, Error> {
+        let scenario: Scenario = toml::from_str(text)?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    pub fn from_json_str(text: &str) -> Result<Scenario, Error> {
+        let scenario: Scenario = serde_json::from_str(text)?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// Loads a `.json` file as JSON and anything else as TOML.
+    pub fn from_path(path: &Path) -> Result<Scenario, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        if path.extension().is_some_and(|e| e == "json") {
+            Scenario::from_json_str(&text)
+        } else {
+            Scenario::from_toml_str(&text)
+        }
+    }
+
+    /// The users the cloud will have: built-ins merged with the scenario's.
+    pub fn expand_users(&self) -> Vec<UserSpec> {
+        self.expand().map(|e| e.users).unwrap_or_default()
+    }
+
+    /// The secret of an application credential by id (built-in or declared).
+    pub fn application_credential_secret(&self, id: &str) -> Option<String> {
+        let ex = self.expand().ok()?;
+        ex.application_credentials
+            .iter()
+            .find(|a| a.id.as_deref() == Some(id))
+            .map(|a| a.secret.clone())
+    }
+
+    /// Checks the scenario, naming the first bad field.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.expand().map(|_| ())
+    }
+
+    pub(crate) fn expand(&self) -> Result<Expanded, Error> {
+        let s = &self.settings;
+        if !(s.speed > 0.0 && s.speed.is_finite()) {
+            return Err(invalid("settings.speed", "must be a positive number"));
+        }
+        for (name, value) in [
+            ("service_down_time", s.service_down_time),
+            ("report_interval", s.report_interval),
+            ("rpc_response_timeout", s.rpc_response_timeout),
+            ("stale_attachment_timeout", s.stale_attachment_timeout),
+        ] {
+            if !(value >= 0.0 && value.is_finite()) {
+                return Err(invalid(format!("settings.{name}"), "must be zero or more"));
+            }
+        }
+        if s.report_interval <= 0.0 {
+            return Err(invalid("settings.report_interval", "must be positive"));
+        }
+        if s.max_limit == 0 {
+            return Err(invalid("settings.max_limit", "must be positive"));
+        }
+        if s.rebuild_concurrency == 0 {
+            return Err(invalid("settings.rebuild_concurrency", "must be positive"));
+        }
+        let d = &s.durations;
+        for (name, value) in [
+            ("api_latency", d.api_latency),
+            ("token_issue", d.token_issue),
+            ("schedule", d.schedule),
+            ("claim", d.claim),
+            ("block_device_mapping", d.block_device_mapping),
+            ("spawn", d.spawn),
+            ("finish", d.finish),
+            ("stop", d.stop),
+            ("start", d.start),
+            ("host_boot", d.host_boot),
+        ] {
+            if !(value >= 0.0 && value.is_finite()) {
+                return Err(invalid(
+                    format!("settings.durations.{name}"),
+                    "must be zero or more",
+                ));
+            }
+        }
+        if !(0.0..1.0).contains(&d.jitter) {
+            return Err(invalid("settings.durations.jitter", "must be in [0, 1)"));
+        }
+        let p = &s.failure_probability;
+        for (name, value) in [
+            ("scheduling", p.scheduling),
+            ("claim", p.claim),
+            ("compute", p.compute),
+        ] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(invalid(
+                    format!("settings.failure_probability.{name}"),
+                    "must be in [0, 1]",
+                ));
+            }
+        }
+
+        // users: built-ins, replaced by name
+        let mut users = builtin_users();
+        for (i, u) in self.users.iter().enumerate() {
+            if u.name.is_empty() {
+                return Err(invalid(format!("users[{i}].name"), "must not be empty"));
+            }
+            if u.project.is_empty() {
+                return Err(invalid(format!("users[{i}].project"), "must not be empty"));
+            }
+            if self.users[..i].iter().any(|o| o.name == u.name) {
+                return Err(invalid(
+                    format!("users[{i}].name"),
+                    format!("duplicate user {:?}", u.name),
+                ));
+            }
+            users.retain(|b| b.name != u.name);
+            users.push(u.clone());
+        }
+        let mut application_credentials = builtin_app_credentials();
+        for (i, a) in self.application_credentials.iter().enumerate() {
+            if !users.iter().any(|u| u.name == a.user) {
+                return Err(invalid(
+                    format!("application_credentials[{i}].user"),
+                    format!("unknown user {:?}", a.user),
+                ));
+            }
+            if self.application_credentials[..i]
+                .iter()
+                .any(|o| o.name == a.name && o.user == a.user)
+            {
+                return Err(invalid(
+                    format!("application_credentials[{i}].name"),
+                    format!("duplicate application credential {:?}", a.name),
+                ));
+            }
+            application_credentials.retain(|b| !(b.name == a.name && b.user == a.user));
+            application_credentials.push(a.clone());
+        }
+        application_credentials.retain(|a| users.iter().any(|u| u.name == a.user));
+
+        let mut flavors = builtin_flavors();
+        for (i, f) in self.flavors.iter().enumerate() {
+            if f.vcpus == 0 || f.ram_mb == 0 {
+                return Err(invalid(
+                    format!("flavors[{i}]"),
+                    "vcpus and ram_mb must be positive",
+                ));
+            }
+            flavors.retain(|b| b.name != f.name);
+            flavors.push(f.clone());
+        }
+
+        // hosts
+        let mut hosts = self.hosts.clone();
+        for (g, group) in self.host_groups.iter().enumerate() {
+            if group.count == 0 {
+                return Err(invalid(
+                    format!("host_groups[{g}].count"),
+                    "must be positive",
+                ));
+            }
+            for n in group.start..group.start + group.count {
+                hosts.push(HostSpec {
+                    name: format!("{}{:0width$}", group.name_prefix, n, width = group.width),
+                    vcpus: group.vcpus,
+                    ram_mb: group.ram_mb,
+                    disk_gb: group.disk_gb,
+                    enabled: group.enabled,
+                    disabled_reason: group.disabled_reason.clone(),
+                    ..HostSpec::default()
+                });
+            }
+        }
+        let mut host_names = HashSet::new();
+        for (i, h) in hosts.iter().enumerate() {
+            if h.name.is_empty() {
+                return Err(invalid(format!("hosts[{i}].name"), "must not be empty"));
+            }
+            if !host_names.insert(h.name.clone()) {
+                return Err(invalid(
+                    format!("hosts[{i}].name"),
+                    format!("duplicate host {:?}", h.name),
+                ));
+            }
+            if h.enabled && h.disabled_reason.is_some() {
+                return Err(invalid(
+                    format!("hosts[{i}].disabled_reason"),
+                    "set only for a disabled host",
+                ));
+            }
+            if h.vcpus == 0 || h.ram_mb == 0 {
+                return Err(invalid(
+                    format!("hosts[{i}]"),
+                    "vcpus and ram_mb must be positive",
+                ));
+            }
+        }
+
+        let mut aggregates = Vec::new();
+        for (i, a) in self.aggregates.iter().enumerate() {
+            if self.aggregates[..i].iter().any(|o| o.name == a.name) {
+                return Err(invalid(
+                    format!("aggregates[{i}].name"),
+                    format!("duplicate aggregate {:?}", a.name),
+                ));
+            }
+            let mut members = Vec::new();
+            for pattern in &a.hosts {
+                let matched: Vec<String> = hosts
+                    .iter()
+                    .filter(|h| wildcard_match(pattern, &h.name))
+                    .map(|h| h.name.clone())
+                    .collect();
+                if matched.is_empty() {
+                    return Err(invalid(
+                        format!("aggregates[{i}].hosts"),
+                        format!("unknown host {pattern:?}"),
+                    ));
+                }
+                for m in matched {
+                    if !members.contains(&m) {
+                        members.push(m);
+                    }
+                }
+            }
+            aggregates.push(AggregateSpec {
+                hosts: members,
+                ..a.clone()
+            });
+        }
+        // a host may be in only one availability zone
+        let mut zone_of: HashMap<&str, &str> = HashMap::new();
+        for (i, a) in aggregates.iter().enumerate() {
+            if let Some(zone) = a.availability_zone.as_deref() {
+                for h in &a.hosts {
+                    if let Some(previous) = zone_of.insert(h, zone)
+                        && previous != zone
+                    {
+                        return Err(invalid(
+                            format!("aggregates[{i}].availability_zone"),
+                            format!("host {h:?} would be in zones {previous:?} and {zone:?}"),
+                        ));
+                    }
+                }
+            }
+        }
+
+        // instances
+        let mut instances = self.instances.clone();
+        for (g, group) in self.instance_groups.iter().enumerate() {
+            let matched: Vec<&HostSpec> = hosts
+                .iter()
+                .filter(|h| wildcard_match(&group.host, &h.name))
+                .collect();
+            if matched.is_empty() {
+                return Err(invalid(
+                    format!("instance_groups[{g}].host"),
+                    format!("unknown host {:?}", group.host),
+                ));
+            }
+            if !(0.0..=1.0).contains(&group.boot_from_volume_fraction) {
+                return Err(invalid(
+                    format!("instance_groups[{g}].boot_from_volume_fraction"),
+                    "must be in [0, 1]",
+                ));
+            }
+            let total = matched.len() * group.count;
+            let width = total.to_string().len().max(3);
+            let mut n = 0usize;
+            for host in matched {
+                for _ in 0..group.count {
+                    let f = group.boot_from_volume_fraction;
+                    let bfv = ((n + 1) as f64 * f).floor() > (n as f64 * f).floor();
+                    n += 1;
+                    instances.push(InstanceSpec {
+                        name: format!("{}-{:0width$}", group.name_prefix, n),
+                        host: host.name.clone(),
+                        project: group.project.clone(),
+                        user: group.user.clone(),
+                        flavor: group.flavor.clone(),
+                        vm_state: group.vm_state.clone(),
+                        metadata: group.metadata.clone(),
+                        ha_enabled: Some(group.ha_enabled),
+                        locked: group.locked,
+                        boot_from_volume: bfv,
+                        stale_attachment: bfv && group.stale_attachments,
+                        ..InstanceSpec::default()
+                    });
+                }
+            }
+        }
+        let mut instance_names = HashSet::new();
+        for (i, inst) in instances.iter().enumerate() {
+            let field = |f: &str| format!("instances[{i}].{f} ({:?})", inst.name);
+            if inst.name.is_empty() {
+                return Err(invalid(format!("instances[{i}].name"), "must not be empty"));
+            }
+            if !instance_names.insert(inst.name.clone()) {
+                return Err(invalid(
+                    format!("instances[{i}].name"),
+                    format!("duplicate instance {:?}", inst.name),
+                ));
+            }
+            if !host_names.contains(&inst.host) {
+                return Err(invalid(
+                    field("host"),
+                    format!("unknown host {:?}", inst.host),
+                ));
+            }
+            if !flavors.iter().any(|f| f.name == inst.flavor) {
+                return Err(invalid(
+                    field("flavor"),
+                    format!("unknown flavor {:?}", inst.flavor),
+                ));
+            }
+            if !VM_STATES.contains(&inst.vm_state.as_str()) {
+                return Err(invalid(
+                    field("vm_state"),
+                    format!("unknown vm_state {:?}", inst.vm_state),
+                ));
+            }
+            if let Some(task) = &inst.task_state
+                && !TASK_STATES.contains(&task.as_str())
+            {
+                return Err(invalid(
+                    field("task_state"),
+                    format!("unknown task_state {task:?}"),
+                ));
+            }
+            if let Some(user) = &inst.user
+                && !users.iter().any(|u| &u.name == user)
+            {
+                return Err(invalid(field("user"), format!("unknown user {user:?}")));
+            }
+            if let Some(reason) = &inst.locked_reason
+                && (!inst.locked || reason.is_empty() || reason.len() > 255)
+            {
+                return Err(invalid(
+                    field("locked_reason"),
+                    "needs locked = true and 1 to 255 characters",
+                ));
+            }
+            if (inst.stale_attachment || inst.root_attach_status.is_some())
+                && !inst.boot_from_volume
+            {
+                return Err(invalid(
+                    field("stale_attachment"),
+                    "needs boot_from_volume = true",
+                ));
+            }
+            if inst.stale_attachment && inst.root_volume_multiattach {
+                return Err(invalid(
+                    field("stale_attachment"),
+                    "only a non-multiattach volume can carry a stale attachment",
+                ));
+            }
+            if let Some(status) = &inst.root_attach_status
+                && !STUCK_ATTACH_STATUSES.contains(&status.as_str())
+            {
+                return Err(invalid(
+                    field("root_attach_status"),
+                    format!("must be one of {STUCK_ATTACH_STATUSES:?}"),
+                ));
+            }
+        }
+
+        // volumes
+        let mut volume_names: HashSet<String> = instances
+            .iter()
+            .filter(|i| i.boot_from_volume)
+            .map(|i| format!("{}-root", i.name))
+            .collect();
+        for (i, v) in self.volumes.iter().enumerate() {
+            let field = |f: &str| format!("volumes[{i}].{f} ({:?})", v.name);
+            if v.name.is_empty() {
+                return Err(invalid(format!("volumes[{i}].name"), "must not be empty"));
+            }
+            if !volume_names.insert(v.name.clone()) {
+                return Err(invalid(
+                    format!("volumes[{i}].name"),
+                    format!("duplicate volume {:?}", v.name),
+                ));
+            }
+            if v.size == 0 {
+                return Err(invalid(field("size"), "must be positive"));
+            }
+            for server in &v.attached_to {
+                if !instance_names.contains(server) {
+                    return Err(invalid(
+                        field("attached_to"),
+                        format!("unknown instance {server:?}"),
+                    ));
+                }
+            }
+            if !v.multiattach && v.attached_to.len() > 1 {
+                return Err(invalid(
+                    field("attached_to"),
+                    "a non-multiattach volume can be attached to one server only",
+                ));
+            }
+            if v.stale_attachment && (v.multiattach || v.attached_to.len() != 1) {
+                return Err(invalid(
+                    field("stale_attachment"),
+                    "needs a non-multiattach volume attached to one server",
+                ));
+            }
+            if let Some(status) = &v.attach_status {
+                if !STUCK_ATTACH_STATUSES.contains(&status.as_str()) {
+                    return Err(invalid(
+                        field("attach_status"),
+                        format!("must be one of {STUCK_ATTACH_STATUSES:?}"),
+                    ));
+                }
+                if v.attached_to.is_empty() {
+                    return Err(invalid(field("attach_status"), "needs attached_to"));
+                }
+            }
+        }
+
+        Ok(Expanded {
+            settings: s.clone(),
+            users,
+            application_credentials,
+            flavors,
+            aggregates,
+            hosts,
+            instances,
+            volumes: self.volumes.clone(),
+        })
+    }
+}
+
+/// Builds a [`Scenario`] in code.
+#[derive(Debug, Clone)]
+pub struct ScenarioBuilder {
+    scenario: Scenario,
+}
+
+impl ScenarioBuilder {
+    pub fn settings(mut self, settings: Settings) -> ScenarioBuilder {
+        self.scenario.settings = settings;
+        self
+    }
+
+    pub fn speed(mut self, speed: f64) -> ScenarioBuilder {
+        self.scenario.settings.speed = speed;
+        self
+    }
+
+    pub fn seed(mut self, seed: u64) -> ScenarioBuilder {
+        self.scenario.settings.seed = seed;
+        self
+    }
+
+    /// Changes settings in place.
+    pub fn configure(mut self, change: impl FnOnce(&mut Settings)) -> ScenarioBuilder {
+        change(&mut self.scenario.settings);
+        self
+    }
+
+    pub fn user(mut self, user: UserSpec) -> ScenarioBuilder {
+        self.scenario.users.push(user);
+        self
+    }
+
+    pub fn application_credential(mut self, credential: AppCredentialSpec) -> ScenarioBuilder {
+        self.scenario.application_credentials.push(credential);
+        self
+    }
+
+    pub fn flavor(mut self, flavor: FlavorSpec) -> ScenarioBuilder {
+        self.scenario.flavors.push(flavor);
+        self
+    }
+
+    pub fn aggregate(mut self, aggregate: AggregateSpec) -> ScenarioBuilder {
+        self.scenario.aggregates.push(aggregate);
+        self
+    }
+
+    pub fn host(mut self, host: HostSpec) -> ScenarioBuilder {
+        self.scenario.hosts.push(host);
+        self
+    }
+
+    pub fn host_group(mut self, group: HostGroupSpec) -> ScenarioBuilder {
+        self.scenario.host_groups.push(group);
+        self
+    }
+
+    pub fn instance(mut self, instance: InstanceSpec) -> ScenarioBuilder {
+        self.scenario.instances.push(instance);
+        self
+    }
+
+    pub fn instance_group(mut self, group: InstanceGroupSpec) -> ScenarioBuilder {
+        self.scenario.instance_groups.push(group);
+        self
+    }
+
+    pub fn volume(mut self, volume: VolumeSpec) -> ScenarioBuilder {
+        self.scenario.volumes.push(volume);
+        self
+    }
+
+    /// The scenario, validated.
+    pub fn build(self) -> Result<Scenario, Error> {
+        self.scenario.validate()?;
+        Ok(self.scenario)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(err: Error) -> String {
+        match err {
+            Error::Invalid { field, .. } => field,
+            other => panic!("expected a validation error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn builtin_small_scenario_is_valid_and_has_the_default_users() {
+        let expanded = Scenario::small().expand().unwrap();
+        for name in ["admin", "nova", "reader"] {
+            assert!(expanded.users.iter().any(|u| u.name == name), "{name}");
+        }
+        assert!(expanded.hosts.len() >= 3);
+        assert_eq!(expanded.application_credentials.len(), 1);
+    }
+
+    #[test]
+    fn unknown_host_is_named() {
+        let err = Scenario::builder()
+            .host(HostSpec::new("compute-01"))
+            .instance(InstanceSpec::new("vm-1", "compute-09"))
+            .build()
+            .unwrap_err();
+        assert_eq!(field_of(err), "instances[0].host (\"vm-1\")");
+    }
+
+    #[test]
+    fn duplicates_and_bad_states_are_rejected() {
+        let dup = Scenario::builder()
+            .host(HostSpec::new("c1"))
+            .host(HostSpec::new("c1"))
+            .build()
+            .unwrap_err();
+        assert_eq!(field_of(dup), "hosts[1].name");
+        let bad_state = Scenario::builder()
+            .host(HostSpec::new("c1"))
+            .instance(InstanceSpec::new("vm", "c1").vm_state("dancing"))
+            .build()
+            .unwrap_err();
+        assert!(field_of(bad_state).ends_with("vm_state (\"vm\")"));
+        let dup_volume = Scenario::builder()
+            .host(HostSpec::new("c1"))
+            .instance(InstanceSpec::new("vm", "c1").boot_from_volume())
+            .volume(VolumeSpec::new("vm-root"))
+            .build()
+            .unwrap_err();
+        assert_eq!(field_of(dup_volume), "volumes[0].name");
+    }
+
+    #[test]
+    fn stale_attachment_needs_a_single_non_multiattach_attachment() {
+        let err = Scenario::builder()
+            .host(HostSpec::new("c1"))
+            .instance(InstanceSpec::new("a", "c1"))
+            .volume(
+                VolumeSpec::new("v")
+                    .multiattach()
+                    .attached_to("a")
+                    .stale_attachment(),
+            )
+            .build()
+            .unwrap_err();
+        assert!(field_of(err).starts_with("volumes[0].stale_attachment"));
+    }
+
+    #[test]
+    fn groups_expand_to_many_hosts_and_instances() {
+        let scenario = Scenario::builder()
+            .host_group(HostGroupSpec {
+                count: 4,
+                ..HostGroupSpec::default()
+            })
+            .instance_group(InstanceGroupSpec {
+                host: "compute-0*".into(),
+                count: 10,
+                boot_from_volume_fraction: 0.25,
+                stale_attachments: true,
+                ..InstanceGroupSpec::default()
+            })
+            .build()
+            .unwrap();
+        let expanded = scenario.expand().unwrap();
+        assert_eq!(expanded.hosts.len(), 4);
+        assert_eq!(expanded.hosts[3].name, "compute-04");
+        assert_eq!(expanded.instances.len(), 40);
+        assert_eq!(
+            expanded
+                .instances
+                .iter()
+                .filter(|i| i.boot_from_volume)
+                .count(),
+            10
+        );
+        assert!(
+            expanded
+                .instances
+                .iter()
+                .all(|i| i.boot_from_volume == i.stale_attachment)
+        );
+        assert_eq!(expanded.instances[0].name, "vm-001");
+    }
+
+    #[test]
+    fn json_and_toml_forms_agree() {
+        let toml_text = r#"
+            [settings]
+            speed = 50.0
+            [[hosts]]
+            name = "c1"
+            [[instances]]
+            name = "vm"
+            host = "c1"
+            ha_enabled = true
+        "#;
+        let from_toml = Scenario::from_toml_str(toml_text).unwrap();
+        let json = serde_json::to_string(&from_toml).unwrap();
+        assert_eq!(Scenario::from_json_str(&json).unwrap(), from_toml);
+        assert!(matches!(
+            Scenario::from_toml_str("[settings]\nspeeed = 1.0"),
+            Err(Error::Toml(_))
+        ));
+    }
+
+    #[test]
+    fn bad_speed_is_rejected() {
+        let err = Scenario::builder().speed(0.0).build().unwrap_err();
+        assert_eq!(field_of(err), "settings.speed");
+    }
+}

@@ -1,0 +1,427 @@
+//! Cinder v3: volumes, microversions, the attachments API and admin actions.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::helpers::{manual_settings, start, two_hosts};
+
+#[tokio::test]
+async fn volume_fields_and_visibility() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let snapshot = h.sim.snapshot();
+    let volume = snapshot.volume_by_name("app-1-root").unwrap().clone();
+    let a = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/volumes/{}", volume.id),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("openstack-api-version"), Some("volume 3.44"));
+    assert_eq!(a.header("vary"), Some("OpenStack-API-Version"));
+    assert!(
+        a.header("x-openstack-request-id")
+            .unwrap()
+            .starts_with("req-")
+    );
+    let v = &a.body["volume"];
+    assert_eq!(v["status"], "in-use");
+    assert_eq!(v["multiattach"], false);
+    assert_eq!(v["bootable"], "true");
+    assert_eq!(v["size"], 20);
+    assert_eq!(v["attachments"][0]["host_name"], "compute-01");
+    assert_eq!(v["attachments"][0]["server_id"], h.id_of("app-1").as_str());
+    assert_eq!(v["attachments"][0]["id"], volume.id.as_str());
+    assert!(v["attachments"][0]["attached_at"].as_str().unwrap().len() >= 26);
+    assert!(v.get("os-vol-host-attr:host").is_some());
+    assert!(v.get("migration_status").is_some());
+
+    let member = h.token("demo", "secret", "demo").await;
+    let project = h.sim.project_id("demo").unwrap();
+    let a = h
+        .send(
+            Method::GET,
+            &format!("/volume/v3/{project}/volumes/{}", volume.id),
+            &[("X-Auth-Token", &member)],
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    assert!(
+        a.body["volume"]["attachments"][0]["host_name"].is_null(),
+        "host_name only for admin or service"
+    );
+    assert!(a.body["volume"].get("os-vol-host-attr:host").is_none());
+    let missing = h
+        .cinder(&admin, "3.0", Method::GET, "/volumes/nope", None)
+        .await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(
+        missing.body["itemNotFound"]["message"],
+        "Volume nope could not be found."
+    );
+
+    let listed = h
+        .send(
+            Method::GET,
+            &format!("/volume/v3/{project}/volumes/detail?limit=2"),
+            &[("X-Auth-Token", &member)],
+            None,
+        )
+        .await;
+    assert_eq!(listed.body["volumes"].as_array().unwrap().len(), 2);
+    assert!(
+        listed.body["volumes_links"][0]["href"]
+            .as_str()
+            .unwrap()
+            .contains("marker=")
+    );
+    let all = h
+        .cinder(&admin, "3.0", Method::GET, "/volumes?all_tenants=1", None)
+        .await;
+    assert_eq!(
+        all.body["volumes"].as_array().unwrap().len(),
+        snapshot.volumes.len()
+    );
+}
+
+#[tokio::test]
+async fn volume_microversions() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let a = h
+        .cinder(&admin, "3.72", Method::GET, "/volumes", None)
+        .await;
+    assert_eq!(a.status, 406);
+    assert_eq!(a.body["computeFault"]["code"], 406);
+    assert_eq!(
+        h.cinder(&admin, "3.x", Method::GET, "/volumes", None)
+            .await
+            .status,
+        400
+    );
+    let a = h
+        .cinder(&admin, "latest", Method::GET, "/volumes", None)
+        .await;
+    assert_eq!(a.header("openstack-api-version"), Some("volume 3.71"));
+    let none = h
+        .send(
+            Method::GET,
+            &format!("/volume/v3/{}/volumes", h.sim.project_id("admin").unwrap()),
+            &[("X-Auth-Token", &admin)],
+            None,
+        )
+        .await;
+    assert_eq!(none.header("openstack-api-version"), Some("volume 3.0"));
+    // attachments need 3.27, os-complete 3.44, no project id in the URL 3.67
+    assert_eq!(
+        h.cinder(&admin, "3.26", Method::GET, "/attachments", None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        h.cinder(&admin, "3.27", Method::GET, "/attachments", None)
+            .await
+            .status,
+        200
+    );
+    let bare = |v: &str| format!("volume {v}");
+    let old = h
+        .send(
+            Method::GET,
+            "/volume/v3/volumes",
+            &[
+                ("X-Auth-Token", &admin),
+                ("OpenStack-API-Version", &bare("3.66")),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(old.status, 404);
+    let new = h
+        .send(
+            Method::GET,
+            "/volume/v3/volumes",
+            &[
+                ("X-Auth-Token", &admin),
+                ("OpenStack-API-Version", &bare("3.67")),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(new.status, 200);
+    let no_token = h.send(Method::GET, "/volume/v3/volumes", &[], None).await;
+    assert_eq!(no_token.status, 401);
+}
+
+#[tokio::test]
+async fn the_attachment_lifecycle() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let snapshot = h.sim.snapshot();
+    let app = snapshot.instance_by_name("app-1").unwrap().clone();
+    let web = h.id_of("web-1");
+    let volume = app.bdms[0].volume_id.clone();
+    // another server cannot reserve an in-use non-multiattach volume; the same one can
+    let other = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::POST,
+            "/attachments",
+            Some(json!({"attachment": {"instance_uuid": web, "volume_uuid": volume}})),
+        )
+        .await;
+    assert_eq!(other.status, 400);
+    let created = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::POST,
+            "/attachments",
+            Some(json!({"attachment": {"instance_uuid": app.id, "volume_uuid": volume}})),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    let new_id = created.body["attachment"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(created.body["attachment"]["status"], "reserved");
+    let mode = h
+        .cinder(&admin, "3.53", Method::POST, "/attachments", Some(json!({"attachment": {"instance_uuid": app.id, "volume_uuid": volume, "mode": "rw"}})))
+        .await;
+    assert_eq!(mode.status, 400, "mode needs 3.54");
+    // delete the old one as a service (as Nova does)
+    let nova = h.token("nova", "secret", "service").await;
+    let old = app.bdms[0].attachment_id.clone().unwrap();
+    let deleted = h
+        .cinder_with(
+            &admin,
+            "3.44",
+            Method::DELETE,
+            &format!("/attachments/{old}"),
+            None,
+            &[("X-Service-Token", &nova)],
+        )
+        .await;
+    assert_eq!(deleted.status, 200);
+    assert_eq!(deleted.body["attachments"][0]["id"], new_id.as_str());
+    let v = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/volumes/{volume}"),
+            None,
+        )
+        .await;
+    assert_eq!(v.body["volume"]["status"], "reserved");
+    let updated = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::PUT,
+            &format!("/attachments/{new_id}"),
+            Some(
+                json!({"attachment": {"connector": {"host": "compute-02", "initiator": "iqn.x"}}}),
+            ),
+        )
+        .await;
+    assert_eq!(updated.status, 200);
+    assert_eq!(updated.body["attachment"]["status"], "attaching");
+    assert_eq!(
+        updated.body["attachment"]["connection_info"]["driver_volume_type"],
+        "iscsi"
+    );
+    let v = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/volumes/{volume}"),
+            None,
+        )
+        .await;
+    assert_eq!(v.body["volume"]["status"], "attaching");
+    assert_eq!(
+        h.cinder(
+            &admin,
+            "3.43",
+            Method::POST,
+            &format!("/attachments/{new_id}/action"),
+            Some(json!({"os-complete": {}}))
+        )
+        .await
+        .status,
+        404
+    );
+    let done = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::POST,
+            &format!("/attachments/{new_id}/action"),
+            Some(json!({"os-complete": {}})),
+        )
+        .await;
+    assert_eq!(done.status, 204);
+    let v = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/volumes/{volume}"),
+            None,
+        )
+        .await;
+    assert_eq!(v.body["volume"]["status"], "in-use");
+    assert_eq!(
+        v.body["volume"]["attachments"][0]["host_name"],
+        "compute-02"
+    );
+    let shown = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/attachments/{new_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(shown.body["attachment"]["attach_mode"], "rw");
+    assert!(
+        shown.body["attachment"]["attached_at"]
+            .as_str()
+            .unwrap()
+            .len()
+            > 10
+    );
+    let detail = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/attachments/detail?instance_id={}", app.id),
+            None,
+        )
+        .await;
+    assert!(
+        detail.body["attachments"][0]
+            .get("connection_info")
+            .is_some()
+    );
+    let summary = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/attachments?instance_id={}", app.id),
+            None,
+        )
+        .await;
+    assert_eq!(summary.body["attachments"][0].as_object().unwrap().len(), 4);
+    assert_eq!(
+        h.cinder(&admin, "3.44", Method::GET, "/attachments/nope", None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        h.cinder(&admin, "3.44", Method::DELETE, "/attachments/nope", None)
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn reset_status_rules_and_quirks() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let snapshot = h.sim.snapshot();
+    let free = snapshot.volume_by_name("web-1-data").unwrap().id.clone();
+    let path = format!("/volumes/{free}/action");
+    let reset = |status: &str| json!({"os-reset_status": {"status": status}});
+    assert_eq!(
+        h.cinder(&admin, "3.0", Method::POST, &path, Some(reset("deleting")))
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        h.cinder(&admin, "3.0", Method::POST, &path, Some(reset("detaching")))
+            .await
+            .status,
+        202
+    );
+    assert_eq!(
+        h.cinder(
+            &admin,
+            "3.0",
+            Method::POST,
+            &path,
+            Some(reset("error_deleting"))
+        )
+        .await
+        .status,
+        202
+    );
+    assert_eq!(
+        h.cinder(&admin, "3.0", Method::POST, &path, Some(reset("bogus")))
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        h.cinder(
+            &admin,
+            "3.0",
+            Method::POST,
+            &path,
+            Some(json!({"os-reset_status": {}}))
+        )
+        .await
+        .status,
+        400
+    );
+    let detach_all =
+        json!({"os-reset_status": {"status": "available", "attach_status": "detached"}});
+    assert_eq!(
+        h.cinder(&admin, "3.0", Method::POST, &path, Some(detach_all))
+            .await
+            .status,
+        202
+    );
+    let v = h
+        .cinder(
+            &admin,
+            "3.0",
+            Method::GET,
+            &format!("/volumes/{free}"),
+            None,
+        )
+        .await;
+    assert_eq!(v.body["volume"]["status"], "available");
+    assert_eq!(v.body["volume"]["attachments"], json!([]));
+    let in_use = h
+        .cinder(&admin, "3.0", Method::POST, &path, Some(reset("in-use")))
+        .await;
+    assert_eq!(in_use.status, 400, "in-use without attachments");
+    let member = h.token("demo", "secret", "demo").await;
+    let project = h.sim.project_id("demo").unwrap();
+    let denied = h
+        .send(
+            Method::POST,
+            &format!("/volume/v3/{project}{path}"),
+            &[("X-Auth-Token", &member)],
+            Some(reset("available")),
+        )
+        .await;
+    assert_eq!(denied.status, 403);
+}

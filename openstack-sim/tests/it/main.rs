@@ -1,0 +1,15 @@
+//! The openstack-sim integration tests: one binary, one module per area.
+
+mod binary;
+mod cinder;
+mod conformance;
+mod control;
+mod determinism;
+mod faults;
+mod helpers;
+mod keystone;
+mod nova_admin;
+mod nova_evacuate;
+mod nova_servers;
+mod scale;
+mod stale_attachment;
