@@ -1,0 +1,532 @@
+//! Configuration of `instanceha-engine`: defaults, a TOML file,
+//! `INSTANCEHA_ENGINE_*` variables (nested keys joined by `__`) and flags.
+//! OpenStack credentials come from `[openstack]`, from a `clouds.yaml`
+//! cloud (`[openstack] cloud = "name"` or `OS_CLOUD`), or from `OS_*`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use instanceha_proto::tls::ServerTlsSettings;
+use instanceha_telemetry::environment::SettingsEnvironment;
+use instanceha_telemetry::{LogSettings, TelemetrySettings};
+use serde::{Deserialize, Serialize};
+
+use crate::openstack::ClientSettings;
+use crate::openstack::credentials::{
+    self, AuthSettings, Credentials, clouds_yaml_paths, load_cloud,
+};
+use crate::openstack::microversion::Microversion;
+use crate::openstack::retry::RetryPolicy;
+use crate::recovery::RecoverySettings;
+use crate::workflow::selection::SelectionRules;
+
+/// Everything `instanceha-engine` can be told.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Where the `instanceha.engine.v1.Engine` service listens.
+    pub listen: SocketAddr,
+    pub openstack: OpenStackSettings,
+    pub recovery: RecoveryConfig,
+    pub host_failure: HostFailureConfig,
+    pub instance_failure: InstanceFailureConfig,
+    pub process_failure: ProcessFailureConfig,
+    pub log: LogSettings,
+    pub telemetry: TelemetrySettings,
+    /// TLS of the Recover service; with `client_ca_file`, only clients
+    /// (the API) with a certificate it signed may connect.
+    pub tls: ServerTlsSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 15870)),
+            openstack: OpenStackSettings::default(),
+            recovery: RecoveryConfig::default(),
+            host_failure: HostFailureConfig::default(),
+            instance_failure: InstanceFailureConfig::default(),
+            process_failure: ProcessFailureConfig::default(),
+            log: LogSettings::default(),
+            telemetry: TelemetrySettings::default(),
+            tls: ServerTlsSettings::default(),
+        }
+    }
+}
+
+/// `[openstack]`: how to reach the cloud.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenStackSettings {
+    /// A cloud of `clouds.yaml` to take credentials, region and interface
+    /// from (`OS_CLOUD` if unset).
+    pub cloud: Option<String>,
+    /// Credentials; any field set here wins over `clouds.yaml` and `OS_*`.
+    pub auth: AuthSettings,
+    /// A second identity with the `service` role, whose token goes in
+    /// `X-Service-Token` when Cinder requires a service caller. Unneeded if
+    /// the engine's own user has the `service` role.
+    pub service_auth: Option<AuthSettings>,
+    pub region_name: Option<String>,
+    /// Catalog interfaces in order of preference (`OS_INTERFACE` or the
+    /// cloud's `interface` go first when set).
+    pub interfaces: Vec<String>,
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Fix the Nova microversion (e.g. "2.94") instead of negotiating.
+    pub nova_microversion: Option<String>,
+    /// Fix the Cinder microversion (e.g. "3.44") instead of negotiating.
+    pub cinder_microversion: Option<String>,
+}
+
+impl Default for OpenStackSettings {
+    fn default() -> Self {
+        let client = ClientSettings::default();
+        Self {
+            cloud: None,
+            auth: AuthSettings::default(),
+            service_auth: None,
+            region_name: None,
+            interfaces: client.interfaces,
+            connect_timeout: client.connect_timeout,
+            request_timeout: client.request_timeout,
+            retry: client.retry,
+            nova_microversion: None,
+            cinder_microversion: None,
+        }
+    }
+}
+
+/// `[recovery]`: pacing of every workflow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecoveryConfig {
+    /// Instances worked on at once per notification (Masakari: 3); an
+    /// instance waiting while Nova rebuilds it does not count, so every
+    /// evacuation can be requested at once and Nova paces them.
+    pub max_concurrent_instances: usize,
+    /// Instances worked on at once across all notifications (each
+    /// notification's first instance is exempt, so that every failed host's
+    /// recovery starts at once).
+    pub max_concurrent_instances_total: usize,
+    /// How often evacuations, power changes and service states are read.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// How long one evacuation may take before it counts as failed
+    /// (Masakari: 90 s).
+    #[serde(with = "humantime_serde")]
+    pub evacuation_timeout: Duration,
+    /// How long a stop or start may take (Masakari: 180 s / 60 s).
+    #[serde(with = "humantime_serde")]
+    pub power_timeout: Duration,
+    /// The prefix of the lock reason the engine sets; a lock with this
+    /// prefix is the engine's own (from an earlier run).
+    pub lock_reason_prefix: String,
+}
+
+impl Default for RecoveryConfig {
+    fn default() -> Self {
+        Self {
+            max_concurrent_instances: 64,
+            max_concurrent_instances_total: 512,
+            poll_interval: Duration::from_secs(1),
+            evacuation_timeout: Duration::from_secs(900),
+            power_timeout: Duration::from_secs(180),
+            lock_reason_prefix: "instance-ha".to_owned(),
+        }
+    }
+}
+
+/// `[host_failure]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostFailureConfig {
+    /// Recover only hosts reported fenced (`host_status` NORMAL: powered
+    /// off). Evacuating an unfenced host can run two copies of an instance
+    /// on one volume.
+    pub require_fencing: bool,
+    /// Mark the failed nova-compute service forced down, so Nova accepts
+    /// evacuations at once instead of after its heartbeat timeout.
+    pub force_down: bool,
+    pub service_disable_reason: String,
+    /// An extra wait after the service update (Masakari sleeps 180 s; the
+    /// force-down makes that unnecessary).
+    #[serde(with = "humantime_serde")]
+    pub wait_after_service_update: Duration,
+    /// Without force-down: how long to wait for Nova to see the service
+    /// down before evacuating.
+    #[serde(with = "humantime_serde")]
+    pub service_down_timeout: Duration,
+    pub ha_enabled_instance_metadata_key: String,
+    pub evacuate_all_instances: bool,
+    pub ignore_instances_in_error_state: bool,
+    pub add_reserved_host_to_aggregate: bool,
+    /// Clear volume attachments that would block a boot-from-volume
+    /// evacuation (only ever for a fenced host).
+    pub clear_blocking_volume_attachments: bool,
+}
+
+impl Default for HostFailureConfig {
+    fn default() -> Self {
+        let rules = SelectionRules::default();
+        Self {
+            require_fencing: true,
+            force_down: true,
+            service_disable_reason: "instance-ha detected host failed.".to_owned(),
+            wait_after_service_update: Duration::ZERO,
+            service_down_timeout: Duration::from_secs(180),
+            ha_enabled_instance_metadata_key: rules.ha_enabled_key,
+            evacuate_all_instances: rules.evacuate_all_instances,
+            ignore_instances_in_error_state: rules.ignore_instances_in_error_state,
+            add_reserved_host_to_aggregate: false,
+            clear_blocking_volume_attachments: true,
+        }
+    }
+}
+
+/// `[instance_failure]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstanceFailureConfig {
+    /// Recover every instance, not only HA-enabled ones.
+    pub process_all_instances: bool,
+    pub ha_enabled_instance_metadata_key: String,
+}
+
+impl Default for InstanceFailureConfig {
+    fn default() -> Self {
+        Self {
+            process_all_instances: false,
+            ha_enabled_instance_metadata_key: "HA_Enabled".to_owned(),
+        }
+    }
+}
+
+/// `[process_failure]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProcessFailureConfig {
+    pub service_disable_reason: String,
+    /// On a nova-compute STARTED report, enable the service again and clear
+    /// the host's maintenance flag (Masakari never does).
+    pub enable_on_started: bool,
+}
+
+impl Default for ProcessFailureConfig {
+    fn default() -> Self {
+        Self {
+            service_disable_reason: "instance-ha detected process failed.".to_owned(),
+            enable_on_started: false,
+        }
+    }
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("configuration file {path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    #[error("configuration: {0}")]
+    Invalid(String),
+    #[error("openstack credentials: {0}")]
+    Credentials(#[from] credentials::Error),
+}
+
+/// Settings given as flags; they win over everything else.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub cloud: Option<String>,
+    pub log_format: Option<String>,
+}
+
+impl Settings {
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, Error> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(Error::File {
+                    path: path.to_owned(),
+                    reason: "no such file".to_owned(),
+                });
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        figment = figment.merge(environment().provider());
+        if let Some(listen) = overrides.listen {
+            figment = figment.merge(("listen", listen.to_string()));
+        }
+        if let Some(cloud) = &overrides.cloud {
+            figment = figment.merge(("openstack.cloud", cloud));
+        }
+        if let Some(format) = &overrides.log_format {
+            figment = figment.merge(("log.format", format));
+        }
+        let settings: Settings = figment.extract().map_err(|e| {
+            Error::Invalid(
+                e.into_iter()
+                    .map(|e| {
+                        let key = e.path.join(".");
+                        if key.is_empty() {
+                            e.kind.to_string()
+                        } else {
+                            format!("{key}: {}", e.kind)
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    pub fn validate(&self) -> Result<(), Error> {
+        let r = &self.recovery;
+        if r.max_concurrent_instances == 0 || r.max_concurrent_instances_total == 0 {
+            return Err(Error::Invalid(
+                "recovery.max_concurrent_instances and recovery.max_concurrent_instances_total must be at least 1".to_owned(),
+            ));
+        }
+        if r.poll_interval.is_zero() {
+            return Err(Error::Invalid(
+                "recovery.poll_interval must be more than 0".to_owned(),
+            ));
+        }
+        self.telemetry.validate().map_err(Error::Invalid)?;
+        if self.openstack.retry.max_attempts == 0 {
+            return Err(Error::Invalid(
+                "openstack.retry.max_attempts must be at least 1".to_owned(),
+            ));
+        }
+        for (key, value) in [
+            (
+                "openstack.nova_microversion",
+                &self.openstack.nova_microversion,
+            ),
+            (
+                "openstack.cinder_microversion",
+                &self.openstack.cinder_microversion,
+            ),
+        ] {
+            if let Some(v) = value {
+                v.parse::<Microversion>()
+                    .map_err(|reason| Error::Invalid(format!("{key}: {reason}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The engine's credentials, the service identity's, and the client
+    /// settings, resolved from this configuration, `clouds.yaml` and `env`.
+    pub fn openstack_client(
+        &self,
+        env: &BTreeMap<String, String>,
+    ) -> Result<(Credentials, Option<Credentials>, ClientSettings), Error> {
+        let os = &self.openstack;
+        let cloud_name = os.cloud.clone().or_else(|| env.get("OS_CLOUD").cloned());
+        let cloud = match &cloud_name {
+            Some(name) => Some(load_cloud(name, &clouds_yaml_paths(env))?),
+            None => None,
+        };
+        let mut auth = os.auth.clone();
+        if let Some(cloud) = &cloud {
+            auth = auth.or(cloud.auth.clone());
+        }
+        auth = auth.or(AuthSettings::from_env(env));
+        let credentials = auth.credentials().map_err(|e| {
+            Error::Invalid(format!(
+                "openstack credentials: {e} (set [openstack.auth] in the configuration, openstack.cloud or OS_CLOUD with a clouds.yaml, or the OS_* variables)"
+            ))
+        })?;
+        let service = match &os.service_auth {
+            Some(service) => Some(
+                service
+                    .clone()
+                    .or(AuthSettings {
+                        auth_url: Some(credentials.auth_url().to_owned()),
+                        ..AuthSettings::default()
+                    })
+                    .credentials()?,
+            ),
+            None => None,
+        };
+        let mut interfaces = os.interfaces.clone();
+        let first = env
+            .get("OS_INTERFACE")
+            .cloned()
+            .or_else(|| cloud.as_ref().and_then(|c| c.interface.clone()));
+        if let Some(first) = first {
+            interfaces.retain(|i| i != &first);
+            interfaces.insert(0, first);
+        }
+        let region = os
+            .region_name
+            .clone()
+            .or_else(|| cloud.as_ref().and_then(|c| c.region_name.clone()))
+            .or_else(|| env.get("OS_REGION_NAME").cloned());
+        let parse = |v: &Option<String>| v.as_ref().and_then(|v| v.parse().ok());
+        Ok((
+            credentials,
+            service,
+            ClientSettings {
+                interfaces,
+                region,
+                connect_timeout: os.connect_timeout,
+                request_timeout: os.request_timeout,
+                retry: os.retry.clone(),
+                nova_microversion: parse(&os.nova_microversion),
+                cinder_microversion: parse(&os.cinder_microversion),
+            },
+        ))
+    }
+
+    /// The settings the workflows run with.
+    pub fn recovery_settings(&self) -> RecoverySettings {
+        let h = &self.host_failure;
+        RecoverySettings {
+            max_concurrent_instances: self.recovery.max_concurrent_instances,
+            poll_interval: self.recovery.poll_interval,
+            evacuation_timeout: self.recovery.evacuation_timeout,
+            power_timeout: self.recovery.power_timeout,
+            lock_reason_prefix: self.recovery.lock_reason_prefix.clone(),
+            require_fencing: h.require_fencing,
+            force_down: h.force_down,
+            host_disable_reason: h.service_disable_reason.clone(),
+            wait_after_service_update: h.wait_after_service_update,
+            service_down_timeout: h.service_down_timeout,
+            selection: SelectionRules {
+                ha_enabled_key: h.ha_enabled_instance_metadata_key.clone(),
+                evacuate_all_instances: h.evacuate_all_instances,
+                ignore_instances_in_error_state: h.ignore_instances_in_error_state,
+            },
+            add_reserved_host_to_aggregate: h.add_reserved_host_to_aggregate,
+            clear_blocking_volume_attachments: h.clear_blocking_volume_attachments,
+            process_all_instances: self.instance_failure.process_all_instances,
+            vm_ha_enabled_key: self
+                .instance_failure
+                .ha_enabled_instance_metadata_key
+                .clone(),
+            process_disable_reason: self.process_failure.service_disable_reason.clone(),
+            enable_on_process_started: self.process_failure.enable_on_started,
+        }
+    }
+}
+
+/// The prefix of the environment variables that set settings:
+/// `INSTANCEHA_ENGINE_DATABASE__URL` sets `database.url`.
+const ENV_PREFIX: &str = "INSTANCEHA_ENGINE_";
+
+/// The `INSTANCEHA_ENGINE_*` variables: only those naming a settings section
+/// (`listen`, `log`, ...) set something; [`ignored_variables`] lists the
+/// others (a typo, another tool's variable) so that they are reported.
+fn environment() -> SettingsEnvironment {
+    SettingsEnvironment::new(ENV_PREFIX, &Settings::default(), &[])
+}
+
+/// The `INSTANCEHA_ENGINE_*` variables that are set but name no setting, so were
+/// ignored (the configuration file's own `INSTANCEHA_ENGINE_CONFIG` is not listed).
+pub fn ignored_variables() -> Vec<String> {
+    environment().ignored_variables()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_variables_naming_a_section_are_settings() {
+        let env = environment();
+        let sections = env.sections();
+        for section in [
+            "listen",
+            "log",
+            "telemetry",
+            "tls",
+            "openstack",
+            "host_failure",
+        ] {
+            assert!(
+                sections.iter().any(|s| s == section),
+                "{section} in {sections:?}"
+            );
+        }
+        assert!(env.is_setting("log.format"));
+        assert!(env.is_setting("LISTEN"));
+        assert!(!env.is_setting("test_postgres_url"));
+        assert!(!env.is_setting("logg.format"));
+        assert!(!env.is_setting("config"));
+    }
+
+    #[test]
+    fn defaults_are_valid_and_better_than_masakari() {
+        let settings = Settings::default();
+        settings.validate().unwrap();
+        assert!(settings.recovery.max_concurrent_instances > 3);
+        assert!(settings.host_failure.force_down);
+        assert_eq!(
+            settings.host_failure.wait_after_service_update,
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn the_example_file_is_the_defaults() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("instanceha-engine.example.toml");
+        let settings = Settings::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(settings, Settings::default());
+    }
+
+    #[test]
+    fn errors_name_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("engine.toml");
+        std::fs::write(&path, "[recovery]\npoll_interval = \"often\"\n").unwrap();
+        let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("recovery.poll_interval"), "{err}");
+        std::fs::write(&path, "[recovery]\nmax_concurrent_instances = 0\n").unwrap();
+        let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("max_concurrent_instances"),
+            "{err}"
+        );
+        std::fs::write(&path, "[openstack]\nnova_microversion = \"2\"\n").unwrap();
+        let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("openstack.nova_microversion"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn credentials_come_from_config_then_os_variables() {
+        let env = BTreeMap::from([
+            ("OS_AUTH_URL".to_owned(), "http://k/v3".to_owned()),
+            ("OS_USERNAME".to_owned(), "env-user".to_owned()),
+            ("OS_PASSWORD".to_owned(), "pw".to_owned()),
+            ("OS_PROJECT_NAME".to_owned(), "admin".to_owned()),
+            ("OS_INTERFACE".to_owned(), "public".to_owned()),
+            ("OS_REGION_NAME".to_owned(), "RegionTwo".to_owned()),
+        ]);
+        let mut settings = Settings::default();
+        settings.openstack.auth.username = Some("config-user".into());
+        let (credentials, service, client) = settings.openstack_client(&env).unwrap();
+        match credentials {
+            Credentials::Password { username, .. } => assert_eq!(username, "config-user"),
+            other => panic!("{other:?}"),
+        }
+        assert!(service.is_none());
+        assert_eq!(client.interfaces[0], "public");
+        assert_eq!(client.region.as_deref(), Some("RegionTwo"));
+        let missing = Settings::default().openstack_client(&BTreeMap::new());
+        assert!(missing.unwrap_err().to_string().contains("auth_url"));
+    }
+}

@@ -1,0 +1,257 @@
+//! Conversions between `instanceha.engine.v1` messages and the engine's
+//! run types, with exhaustive matches.
+
+use chrono::{DateTime, Utc};
+use instanceha_proto::engine::v1 as pb;
+use instanceha_proto::v1 as public;
+use prost_types::Timestamp;
+
+use crate::recovery::{
+    EngineEvent, InstanceOutcome, NotificationKind, RecoveryKind, RetryInstance, RunOutcome,
+    RunRequest,
+};
+use crate::workflow::targets::RecoveryMethod;
+
+/// A `Start` the engine cannot run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConversionError {
+    #[error("{0} is required")]
+    MissingField(&'static str),
+    #[error("{field}: {value} is not a known value")]
+    UnexpectedEnumValue { field: &'static str, value: i32 },
+}
+
+fn time(at: Option<Timestamp>) -> Option<DateTime<Utc>> {
+    at.and_then(|t| DateTime::from_timestamp(t.seconds, t.nanos.clamp(0, 999_999_999) as u32))
+}
+
+pub fn timestamp(at: DateTime<Utc>) -> Option<Timestamp> {
+    Some(Timestamp {
+        seconds: at.timestamp(),
+        nanos: at.timestamp_subsec_nanos() as i32,
+    })
+}
+
+impl TryFrom<pb::Start> for RunRequest {
+    type Error = ConversionError;
+
+    fn try_from(start: pb::Start) -> Result<Self, Self::Error> {
+        if start.run_id.is_empty() {
+            return Err(ConversionError::MissingField("start.run_id"));
+        }
+        let notification = start
+            .notification
+            .ok_or(ConversionError::MissingField("start.notification"))?;
+        let segment = start
+            .segment
+            .ok_or(ConversionError::MissingField("start.segment"))?;
+        if notification.hostname.is_empty() {
+            return Err(ConversionError::MissingField("start.notification.hostname"));
+        }
+        let kind = match public::NotificationType::try_from(notification.r#type) {
+            Ok(public::NotificationType::ComputeHost) => NotificationKind::ComputeHost,
+            Ok(public::NotificationType::Process) => NotificationKind::Process,
+            Ok(public::NotificationType::Vm) => NotificationKind::Vm,
+            Ok(public::NotificationType::Unspecified) | Err(_) => {
+                return Err(ConversionError::UnexpectedEnumValue {
+                    field: "start.notification.type",
+                    value: notification.r#type,
+                });
+            }
+        };
+        let recovery_method = match public::RecoveryMethod::try_from(segment.recovery_method) {
+            Ok(public::RecoveryMethod::Auto) => RecoveryMethod::Auto,
+            Ok(public::RecoveryMethod::ReservedHost) => RecoveryMethod::ReservedHost,
+            Ok(public::RecoveryMethod::AutoPriority) => RecoveryMethod::AutoPriority,
+            Ok(public::RecoveryMethod::RhPriority) => RecoveryMethod::RhPriority,
+            Ok(public::RecoveryMethod::Unspecified) | Err(_) => {
+                return Err(ConversionError::UnexpectedEnumValue {
+                    field: "start.segment.recovery_method",
+                    value: segment.recovery_method,
+                });
+            }
+        };
+        Ok(RunRequest {
+            run_id: start.run_id,
+            attempt: start.attempt.max(1),
+            notification_id: notification.id,
+            kind,
+            hostname: notification.hostname,
+            payload: notification.payload.into_iter().collect(),
+            generated_time: time(notification.generated_time),
+            segment_name: segment.name,
+            recovery_method,
+            reserved_hosts: start.reserved_hosts.into_iter().map(|h| h.name).collect(),
+            retry_instances: start
+                .retry_instances
+                .into_iter()
+                .map(|i| RetryInstance {
+                    instance_id: i.instance_id,
+                    instance_name: i.instance_name,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// The wire form of an event, numbered.
+pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::RecoverEvent {
+    use pb::recover_event::Body;
+    let body = match event {
+        EngineEvent::Plan(instances) => Body::Plan(pb::Plan {
+            instances: instances
+                .into_iter()
+                .map(|i| pb::PlannedInstance {
+                    instance_id: i.instance_id,
+                    instance_name: i.instance_name,
+                    source_host: i.source_host,
+                    r#type: match i.kind {
+                        RecoveryKind::Evacuation => public::VmoveType::Evacuation,
+                        RecoveryKind::Restart => public::VmoveType::Restart,
+                    } as i32,
+                })
+                .collect(),
+        }),
+        EngineEvent::InstanceStarted { instance_id, at } => {
+            Body::InstanceStarted(pb::InstanceStarted {
+                instance_id,
+                time: timestamp(at),
+            })
+        }
+        EngineEvent::InstanceStep {
+            instance_id,
+            step,
+            message,
+            at,
+        } => Body::InstanceStep(pb::InstanceStep {
+            instance_id,
+            step: step.to_owned(),
+            message,
+            time: timestamp(at),
+        }),
+        EngineEvent::InstanceFinished {
+            instance_id,
+            outcome,
+            start,
+            end,
+        } => {
+            let (result, dest_host, message) = match outcome {
+                InstanceOutcome::Succeeded { dest_host } => (
+                    pb::InstanceResult::Succeeded,
+                    dest_host.unwrap_or_default(),
+                    String::new(),
+                ),
+                InstanceOutcome::Failed { message } => {
+                    (pb::InstanceResult::Failed, String::new(), message)
+                }
+                InstanceOutcome::Ignored { message } => {
+                    (pb::InstanceResult::Ignored, String::new(), message)
+                }
+            };
+            Body::InstanceFinished(pb::InstanceFinished {
+                instance_id,
+                result: result as i32,
+                dest_host,
+                start_time: timestamp(start),
+                end_time: timestamp(end),
+                message,
+            })
+        }
+        EngineEvent::Progress {
+            task,
+            state,
+            message,
+            at,
+            instance_id,
+        } => Body::Progress(pb::Progress {
+            task: task.to_owned(),
+            state: state.as_str().to_owned(),
+            message,
+            time: timestamp(at),
+            instance_id: instance_id.unwrap_or_default(),
+        }),
+        EngineEvent::HostUpdate {
+            hostname,
+            on_maintenance,
+            reserved,
+        } => Body::HostUpdate(pb::HostUpdate {
+            hostname,
+            on_maintenance,
+            reserved,
+        }),
+        EngineEvent::Done(outcome) => {
+            let (outcome, message, retryable) = match outcome {
+                RunOutcome::Completed { message } => (pb::RunOutcome::Completed, message, false),
+                RunOutcome::Failed { message, retryable } => {
+                    (pb::RunOutcome::Failed, message, retryable)
+                }
+                RunOutcome::Ignored { message } => (pb::RunOutcome::Ignored, message, false),
+                RunOutcome::Cancelled { message } => (pb::RunOutcome::Cancelled, message, false),
+            };
+            Body::Done(pb::Done {
+                outcome: outcome as i32,
+                message,
+                retryable,
+            })
+        }
+    };
+    pb::RecoverEvent {
+        sequence,
+        run_id: run_id.to_owned(),
+        body: Some(body),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start() -> pb::Start {
+        pb::Start {
+            run_id: "r1".into(),
+            attempt: 1,
+            notification: Some(pb::Notification {
+                id: "n1".into(),
+                r#type: public::NotificationType::ComputeHost as i32,
+                hostname: "compute-01".into(),
+                payload: [("event".to_owned(), "STOPPED".to_owned())].into(),
+                generated_time: None,
+            }),
+            segment: Some(pb::Segment {
+                id: "s1".into(),
+                name: "rack".into(),
+                recovery_method: public::RecoveryMethod::RhPriority as i32,
+                service_type: "COMPUTE".into(),
+            }),
+            reserved_hosts: vec![pb::ReservedHost {
+                id: "h".into(),
+                name: "spare".into(),
+            }],
+            retry_instances: vec![],
+        }
+    }
+
+    #[test]
+    fn a_start_converts_and_bad_ones_name_the_field() {
+        let run = RunRequest::try_from(start()).unwrap();
+        assert_eq!(run.kind, NotificationKind::ComputeHost);
+        assert_eq!(run.recovery_method, RecoveryMethod::RhPriority);
+        assert_eq!(run.reserved_hosts, vec!["spare".to_owned()]);
+
+        let mut bad = start();
+        bad.segment.as_mut().unwrap().recovery_method = 42;
+        assert_eq!(
+            RunRequest::try_from(bad),
+            Err(ConversionError::UnexpectedEnumValue {
+                field: "start.segment.recovery_method",
+                value: 42
+            })
+        );
+        let mut missing = start();
+        missing.notification = None;
+        assert_eq!(
+            RunRequest::try_from(missing),
+            Err(ConversionError::MissingField("start.notification"))
+        );
+    }
+}

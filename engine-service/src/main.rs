@@ -1,0 +1,125 @@
+//! The `instanceha-engine` binary: parses flags, loads the settings and
+//! credentials, and serves the Recover stream until SIGTERM or SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use instanceha_engine::config::{Overrides, Settings};
+use instanceha_engine::openstack::OpenStack;
+use instanceha_engine::recovery::Engine;
+use instanceha_engine::server::{Server, shutdown_signal};
+
+/// instance-ha's recovery engine: runs host, process and instance recovery
+/// workflows against OpenStack for instanceha-api.
+#[derive(Debug, Parser)]
+#[command(name = "instanceha-engine", version)]
+struct Flags {
+    /// TOML configuration file (see engine-service/instanceha-engine.example.toml).
+    #[arg(long, short, env = "INSTANCEHA_ENGINE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address of the Recover stream service (setting `listen`).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// A cloud of clouds.yaml to use (setting `openstack.cloud`; OS_CLOUD too).
+    #[arg(long)]
+    os_cloud: Option<String>,
+    /// Log format, `text` or `json` (setting `log.format`).
+    #[arg(long)]
+    log_format: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    let overrides = Overrides {
+        listen: flags.listen,
+        cloud: flags.os_cloud,
+        log_format: flags.log_format,
+    };
+    let settings = match Settings::load(flags.config.as_deref(), &overrides) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("instanceha-engine: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let env = std::env::vars().collect();
+    let (credentials, service, client) = match settings.openstack_client(&env) {
+        Ok(resolved) => resolved,
+        Err(e) => {
+            eprintln!("instanceha-engine: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("instanceha-engine: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let telemetry = match instanceha_telemetry::init(
+            "instanceha-engine",
+            &settings.log,
+            &settings.telemetry,
+        ) {
+            Ok(telemetry) => telemetry,
+            Err(e) => {
+                eprintln!("instanceha-engine: {e}");
+                return (ExitCode::from(2), None);
+            }
+        };
+        for variable in instanceha_engine::config::ignored_variables() {
+            tracing::warn!(%variable, "ignored environment variable: it names no setting");
+        }
+        if let Some(addr) = settings.telemetry.prometheus_listen
+            && let Err(e) = telemetry.serve_prometheus(addr).await
+        {
+            eprintln!("instanceha-engine: cannot serve metrics on {addr}: {e}");
+            return (ExitCode::FAILURE, Some(telemetry));
+        }
+        let openstack = match OpenStack::new(credentials, service, client) {
+            Ok(openstack) => openstack,
+            Err(e) => {
+                eprintln!("instanceha-engine: {e}");
+                return (ExitCode::FAILURE, Some(telemetry));
+            }
+        };
+        let engine = Engine::new(
+            openstack,
+            settings.recovery_settings(),
+            settings.recovery.max_concurrent_instances_total,
+        );
+        let tls = match settings.tls.load("tls") {
+            Ok(tls) => tls,
+            Err(e) => {
+                eprintln!("instanceha-engine: configuration: {e}");
+                return (ExitCode::from(2), Some(telemetry));
+            }
+        };
+        let server = match Server::bind(settings.listen, engine).await {
+            Ok(server) => server.with_tls(tls),
+            Err(e) => {
+                eprintln!("instanceha-engine: {e}");
+                return (ExitCode::FAILURE, Some(telemetry));
+            }
+        };
+        println!("instanceha-engine listening on {}", server.local_addr());
+        let code = match server.run(shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "stopped with an error");
+                ExitCode::FAILURE
+            }
+        };
+        (code, Some(telemetry))
+    });
+    let (code, telemetry) = result;
+    if let Some(telemetry) = telemetry {
+        // Flushes the exporters; it blocks, so outside the runtime.
+        telemetry.shutdown();
+    }
+    code
+}

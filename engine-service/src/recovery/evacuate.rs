@@ -1,0 +1,818 @@
+//! Recovering one instance of a failed host: look it up, lock it, prepare
+//! its state, clear volume attachments that would block it, evacuate it
+//! (to each target in turn), follow the evacuation until Nova settles it,
+//! restore its state, and unlock it if the engine locked it, also when
+//! anything failed. Every failure names its step and cause.
+
+use std::time::Duration;
+
+use super::host::{ReservedHosts, Slot};
+use super::migrations::{MigrationFollower, MigrationWatch};
+use super::{Cancelled, InstanceOutcome, Run, StepFailure};
+use crate::openstack::cinder::Volume;
+use crate::openstack::nova::{Migration, Server};
+use crate::workflow::evacuation::{self, Preparation, Restoration, Verdict};
+use crate::workflow::targets::Target;
+use crate::workflow::volumes::{Clearance, VolumeVerdict, judge_volume};
+
+/// One instance to recover.
+#[derive(Clone, Debug)]
+pub(super) struct EvacuationJob {
+    pub instance_id: String,
+    pub instance_name: String,
+    /// The server as the host listing showed it, if just listed.
+    pub listed: Option<Server>,
+}
+
+/// How following an evacuation ended.
+enum Followed {
+    Settled(Verdict),
+    Gone,
+    TimedOut(String),
+    /// Nova could not be read, so the outcome cannot be confirmed.
+    Unreadable(String),
+}
+
+/// Failed reads of the instance in a row (each with its own retries)
+/// before its evacuation counts as unconfirmable.
+const MAX_FAILED_READS: u32 = 3;
+
+/// Steps end in a result or a failure; cancellation stops everything.
+type Step<T> = Result<Result<T, StepFailure>, Cancelled>;
+
+impl Run {
+    pub(super) async fn evacuate_instance(
+        &self,
+        job: EvacuationJob,
+        targets: &[Target],
+        watch: &MigrationWatch,
+        reserved: &ReservedHosts,
+        fenced: bool,
+        slot: &mut Slot,
+    ) -> Result<InstanceOutcome, Cancelled> {
+        let id = job.instance_id.clone();
+        let source = self.request.hostname.clone();
+        self.reporter.step(&id, "lookup", "reading the instance");
+        let server = match job.listed {
+            Some(server) => server,
+            None => match self.server_unless_gone(&id).await? {
+                Ok(Some(server)) => server,
+                Ok(None) => {
+                    return Ok(InstanceOutcome::Ignored {
+                        message: "the instance no longer exists".to_owned(),
+                    });
+                }
+                Err(e) => return Ok(failed(StepFailure::new("lookup", e))),
+            },
+        };
+
+        // A retry may find the instance already recovered by an earlier run
+        // whose result was lost.
+        let elsewhere = server.host.as_deref().is_some_and(|h| h != source);
+        if elsewhere
+            && server.task_state.is_none()
+            && matches!(server.vm_state(), "active" | "stopped")
+        {
+            let unlocked = self.unlock_if_ours(&id, &server).await;
+            return Ok(match unlocked {
+                Ok(()) => InstanceOutcome::Succeeded {
+                    dest_host: server.host.clone(),
+                },
+                Err(failure) => failed(failure),
+            });
+        }
+
+        self.reporter.step(&id, "lock", "locking the instance");
+        let locked_by_us = match self.lock(&id, &server).await? {
+            Ok(locked) => locked,
+            Err(failure) => return Ok(failed(failure)),
+        };
+        let outcome = self
+            .evacuate_locked(&id, &server, targets, watch, reserved, fenced, slot)
+            .await;
+        if locked_by_us {
+            // Runs even when cancelled: never leave an instance locked.
+            self.reporter.step(&id, "unlock", "unlocking the instance");
+            if let Err(e) = self.openstack().unlock(&id).await {
+                let unlock = StepFailure::new("unlock", e);
+                return Ok(match outcome {
+                    Ok(InstanceOutcome::Succeeded { dest_host }) => InstanceOutcome::Failed {
+                        message: format!(
+                            "recovered on {} but left locked: {unlock}",
+                            dest_host.as_deref().unwrap_or("?")
+                        ),
+                    },
+                    Ok(InstanceOutcome::Failed { message })
+                    | Ok(InstanceOutcome::Ignored { message }) => InstanceOutcome::Failed {
+                        message: format!("{message}; and it stays locked: {unlock}"),
+                    },
+                    Err(Cancelled) => return Err(Cancelled),
+                });
+            }
+        }
+        outcome
+    }
+
+    /// Locks the server unless it is locked already; true if the engine
+    /// holds the lock (its own, or one it set in an earlier run).
+    async fn lock(&self, id: &str, server: &Server) -> Step<bool> {
+        let prefix = &self.settings().lock_reason_prefix;
+        if server.locked == Some(true) {
+            let ours = server
+                .locked_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(prefix.as_str()));
+            return Ok(Ok(ours));
+        }
+        let reason = format!(
+            "{prefix}: recovering from the failure of host {} (notification {})",
+            self.request.hostname, self.request.notification_id
+        );
+        let reason: String = reason.chars().take(255).collect();
+        Ok(self
+            .or_cancel(self.openstack().lock(id, &reason))
+            .await?
+            .map(|()| true)
+            .map_err(|e| StepFailure::new("lock", e)))
+    }
+
+    async fn unlock_if_ours(&self, id: &str, server: &Server) -> Result<(), StepFailure> {
+        let prefix = &self.settings().lock_reason_prefix;
+        let ours = server.locked == Some(true)
+            && server
+                .locked_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(prefix.as_str()));
+        if ours {
+            self.reporter.step(id, "unlock", "unlocking the instance");
+            self.openstack()
+                .unlock(id)
+                .await
+                .map_err(|e| StepFailure::new("unlock", e))?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn evacuate_locked(
+        &self,
+        id: &str,
+        server: &Server,
+        targets: &[Target],
+        watch: &MigrationWatch,
+        reserved: &ReservedHosts,
+        fenced: bool,
+        slot: &mut Slot,
+    ) -> Result<InstanceOutcome, Cancelled> {
+        let source = self.request.hostname.clone();
+        let preparation = evacuation::prepare(server);
+        let was_error = server.vm_state() == "error";
+        let mut follower = watch.follow(id);
+
+        if evacuation::rebuilding(server) || follower.earlier_in_flight() {
+            // An evacuation requested by an earlier run is in flight: follow
+            // it instead of asking again. Its migration record says so even
+            // when the server no longer does (rebuilt, host not yet moved).
+            self.reporter
+                .step(id, "verify", "following the evacuation already in progress");
+            follower.set_baseline(None);
+            return match self
+                .follow_unpaced(slot, id, &source, &mut follower, was_error, None)
+                .await?
+            {
+                Followed::Settled(Verdict::Succeeded { dest_host }) => {
+                    self.finish(id, dest_host, preparation).await
+                }
+                Followed::Settled(Verdict::Failed(reason)) => {
+                    Ok(failed(StepFailure::new("verify", reason)))
+                }
+                Followed::Settled(Verdict::InProgress(_)) | Followed::TimedOut(_) => Ok(failed(
+                    StepFailure::new("verify", self.timeout_message("the evacuation in progress")),
+                )),
+                Followed::Gone => Ok(gone()),
+                Followed::Unreadable(reason) => Ok(failed(unconfirmed(reason))),
+            };
+        }
+
+        if preparation.reset_to_error {
+            self.reporter.step(
+                id,
+                "prepare",
+                format!(
+                    "resetting from {} (task {}) to error so that Nova accepts the evacuation",
+                    server.vm_state(),
+                    server.task_state.as_deref().unwrap_or("none")
+                ),
+            );
+            if let Err(e) = self
+                .or_cancel(self.openstack().reset_state(id, "error"))
+                .await?
+            {
+                return Ok(failed(StepFailure::new("prepare", e)));
+            }
+        }
+
+        if fenced
+            && self.settings().clear_blocking_volume_attachments
+            && !server.volumes_attached.is_empty()
+        {
+            self.reporter
+                .step(id, "volumes", "checking the volumes' attachments");
+            if let Err(failure) = self.clear_blocking_volumes(id, server).await? {
+                return Ok(failed(failure));
+            }
+        }
+
+        let mut failures: Vec<String> = Vec::new();
+        let mut was_error = was_error;
+        for (i, target) in targets.iter().enumerate() {
+            let last = i + 1 == targets.len();
+            if let Target::ReservedHost(host) = target
+                && let Err(e) = self.ready_reserved_host(reserved, host).await
+            {
+                failures.push(format!("prepare_reserved_host: {e}"));
+                continue;
+            }
+            self.reporter
+                .step(id, "evacuate", format!("evacuating to {target}"));
+            let request_id = match self.request_evacuation(id, target, &mut follower).await? {
+                Ok(request_id) => request_id,
+                Err(failure) if failure.target_related && !last => {
+                    failures.push(format!("{target}: {failure}"));
+                    continue;
+                }
+                Err(failure) => return Ok(failed(with_earlier(failure, &failures))),
+            };
+            self.reporter.step(
+                id,
+                "verify",
+                format!("waiting for Nova to rebuild it on {target}"),
+            );
+            match self
+                .follow_unpaced(
+                    slot,
+                    id,
+                    &source,
+                    &mut follower,
+                    was_error,
+                    request_id.as_deref(),
+                )
+                .await?
+            {
+                Followed::Settled(Verdict::Succeeded { dest_host }) => {
+                    return self.finish(id, dest_host, preparation).await;
+                }
+                Followed::Settled(Verdict::Failed(reason)) => {
+                    let failure = StepFailure::on_target("verify", reason);
+                    if last {
+                        return Ok(failed(with_earlier(failure, &failures)));
+                    }
+                    failures.push(format!("{target}: {failure}"));
+                    // A failed evacuation may leave the instance in error;
+                    // Nova evacuates error instances too.
+                    was_error = true;
+                }
+                Followed::Settled(Verdict::InProgress(state)) | Followed::TimedOut(state) => {
+                    return Ok(failed(with_earlier(
+                        StepFailure::new(
+                            "verify",
+                            format!("{} ({state})", self.timeout_message("the evacuation")),
+                        ),
+                        &failures,
+                    )));
+                }
+                Followed::Gone => return Ok(gone()),
+                Followed::Unreadable(reason) => {
+                    return Ok(failed(with_earlier(unconfirmed(reason), &failures)));
+                }
+            }
+        }
+        Ok(InstanceOutcome::Failed {
+            message: format!("no target left: {}", failures.join("; ")),
+        })
+    }
+
+    fn timeout_message(&self, what: &str) -> String {
+        format!(
+            "{what} did not settle within {}",
+            humantime::format_duration(self.settings().evacuation_timeout)
+        )
+    }
+
+    /// Asks Nova to evacuate; returns the request id of the accepted
+    /// request. An unknown outcome (timeout, broken connection, 5xx from a
+    /// proxy) is resolved by reading Nova's records, never by blindly
+    /// asking again.
+    async fn request_evacuation(
+        &self,
+        id: &str,
+        target: &Target,
+        follower: &mut MigrationFollower,
+    ) -> Step<Option<String>> {
+        const STEP: &str = "evacuate";
+        // What existed before this request is not its migration. If the
+        // migrations cannot be read, the server alone will tell.
+        // The first request uses what the host's watch read before the
+        // run; a request to a next target first reads what the earlier one
+        // left.
+        let before = match follower.take_unused_baseline() {
+            Some(before) => before,
+            None => {
+                let before = match self.or_cancel(self.openstack().evacuations_of(id)).await? {
+                    Ok(migrations) => self.newest_from_source(&migrations).map(|m| m.id),
+                    Err(e) => {
+                        tracing::warn!(instance_id = %id, error = %e, "cannot read earlier evacuations");
+                        None
+                    }
+                };
+                follower.set_baseline(before);
+                before
+            }
+        };
+        let max_sends = self.openstack().settings().retry.max_attempts.max(1);
+        let mut sends = 0;
+        let still_in_use_until = tokio::time::Instant::now() + self.settings().service_down_timeout;
+        loop {
+            sends += 1;
+            let result = self
+                .or_cancel(self.openstack().evacuate(id, target.host()))
+                .await?;
+            let error = match result {
+                Ok(accepted) => return Ok(Ok(accepted.request_id)),
+                Err(e) => e,
+            };
+            let message = error.service_message().unwrap_or_default().to_owned();
+            match error.status() {
+                Some(400) if message.contains("still in use") => {
+                    // The source service still counts as up (force-down
+                    // disabled or not yet seen): wait for Nova.
+                    if tokio::time::Instant::now() >= still_in_use_until {
+                        return Ok(Err(StepFailure::new(
+                            STEP,
+                            format!(
+                                "{error} (is the host fenced and its nova-compute forced down?)"
+                            ),
+                        )));
+                    }
+                    sends -= 1;
+                    self.pause(self.settings().poll_interval).await?;
+                    continue;
+                }
+                Some(400 | 404) => return Ok(Err(StepFailure::on_target(STEP, error))),
+                Some(409) => {
+                    // Busy: maybe with our own earlier request.
+                    if self.accepted_meanwhile(id, before).await? {
+                        return Ok(Ok(None));
+                    }
+                    return Ok(Err(StepFailure::new(STEP, error)));
+                }
+                _ if error.outcome_unknown() => {
+                    if self.accepted_meanwhile(id, before).await? {
+                        tracing::info!(instance_id = %id, error = %error, "evacuate answer lost, but nova accepted it");
+                        return Ok(Ok(None));
+                    }
+                    if sends >= max_sends {
+                        return Ok(Err(StepFailure::new(STEP, error)));
+                    }
+                    tracing::warn!(instance_id = %id, error = %error, "evacuate outcome unknown and nova shows no evacuation; asking again");
+                    let delay = self
+                        .openstack()
+                        .settings()
+                        .retry
+                        .delay(sends, error.retry_after());
+                    self.pause(delay).await?;
+                }
+                _ => return Ok(Err(StepFailure::new(STEP, error))),
+            }
+        }
+    }
+
+    /// Whether Nova shows an evacuation of `id` newer than `before` or a
+    /// rebuild in progress.
+    async fn accepted_meanwhile(&self, id: &str, before: Option<i64>) -> Result<bool, Cancelled> {
+        if let Ok(migrations) = self.or_cancel(self.openstack().evacuations_of(id)).await?
+            && self
+                .newest_from_source(&migrations)
+                .is_some_and(|m| before.is_none_or(|b| m.id > b))
+        {
+            return Ok(true);
+        }
+        if let Ok(server) = self.or_cancel(self.openstack().server(id)).await? {
+            return Ok(evacuation::rebuilding(&server));
+        }
+        Ok(false)
+    }
+
+    /// The newest of `migrations` (newest first, as Nova lists them) away
+    /// from the failed host: an evacuation that brought the instance to
+    /// it is not one of this recovery.
+    fn newest_from_source<'m>(&self, migrations: &'m [Migration]) -> Option<&'m Migration> {
+        migrations
+            .iter()
+            .find(|m| m.source_compute.as_deref() == Some(self.request.hostname.as_str()))
+    }
+
+    /// [`Run::follow`] without holding the worker's slot: waiting for Nova
+    /// does not count against the concurrency limits.
+    async fn follow_unpaced(
+        &self,
+        slot: &mut Slot,
+        id: &str,
+        source: &str,
+        follower: &mut MigrationFollower,
+        was_error: bool,
+        request_id: Option<&str>,
+    ) -> Result<Followed, Cancelled> {
+        slot.release();
+        let followed = self
+            .follow(id, source, follower, was_error, request_id)
+            .await?;
+        self.or_cancel(slot.hold()).await?;
+        Ok(followed)
+    }
+
+    /// Follows an evacuation until Nova settles it, the instance is gone, or
+    /// the timeout. Reads the shared migration watch every tick and the
+    /// server only when the migration says something happened (or now and
+    /// then, in case the migration records are not readable).
+    async fn follow(
+        &self,
+        id: &str,
+        source: &str,
+        follower: &mut MigrationFollower,
+        was_error: bool,
+        request_id: Option<&str>,
+    ) -> Result<Followed, Cancelled> {
+        let deadline = tokio::time::Instant::now() + self.settings().evacuation_timeout;
+        let interval = self.settings().poll_interval;
+        let mut last_state = "no news from Nova yet".to_owned();
+        let mut ticks: u64 = 0;
+        // Each read already retried transient failures; a few failed reads
+        // in a row mean the evacuation cannot be confirmed.
+        let mut failed_reads = 0;
+        loop {
+            ticks += 1;
+            let migration = follower.latest();
+            let telling = migration.as_ref().is_some_and(|m| {
+                matches!(m.status.as_str(), "done" | "completed" | "error" | "failed")
+            });
+            if telling || failed_reads > 0 || ticks.is_multiple_of(10) {
+                match self.server_unless_gone(id).await? {
+                    Ok(Some(server)) => {
+                        failed_reads = 0;
+                        match evacuation::judge(source, &server, migration.as_ref(), was_error) {
+                            Verdict::InProgress(state) => last_state = state,
+                            Verdict::Failed(reason) => {
+                                let details = self.failure_details(id, request_id).await?;
+                                return Ok(Followed::Settled(Verdict::Failed(format!(
+                                    "{reason}{details}"
+                                ))));
+                            }
+                            verdict => return Ok(Followed::Settled(verdict)),
+                        }
+                    }
+                    Ok(None) => return Ok(Followed::Gone),
+                    Err(e) => {
+                        failed_reads += 1;
+                        tracing::warn!(instance_id = %id, error = %e, failed_reads, "cannot read the instance while following its evacuation");
+                        if failed_reads >= MAX_FAILED_READS {
+                            return Ok(Followed::Unreadable(e.to_string()));
+                        }
+                        last_state = format!("last read failed: {e}");
+                    }
+                }
+            } else if let Some(m) = &migration {
+                last_state = format!("migration {} {}", m.id, m.status);
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(Followed::TimedOut(last_state));
+            }
+            let wait = interval.min(deadline - now);
+            self.or_cancel(follower.changed(wait)).await?;
+        }
+    }
+
+    /// What Nova's instance action says about a failed evacuation.
+    async fn failure_details(
+        &self,
+        id: &str,
+        request_id: Option<&str>,
+    ) -> Result<String, Cancelled> {
+        let Some(request_id) = request_id else {
+            return Ok(String::new());
+        };
+        let Ok(Ok(action)) = self
+            .or_cancel(self.openstack().instance_action(id, request_id))
+            .await
+        else {
+            return Ok(String::new());
+        };
+        let errors: Vec<String> = action
+            .events
+            .iter()
+            .filter(|e| e.result.as_deref() == Some("Error"))
+            .map(|e| {
+                let why = e
+                    .details
+                    .as_deref()
+                    .or(e.traceback.as_deref().and_then(|t| t.lines().last()))
+                    .unwrap_or("no details");
+                format!("{} failed: {why}", e.event)
+            })
+            .collect();
+        Ok(if errors.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", errors.join("; "))
+        })
+    }
+
+    /// After a successful evacuation: put the instance back in the state it
+    /// was in.
+    async fn finish(
+        &self,
+        id: &str,
+        dest_host: String,
+        preparation: Preparation,
+    ) -> Result<InstanceOutcome, Cancelled> {
+        let server = match self.or_cancel(self.openstack().server(id)).await? {
+            Ok(server) => server,
+            Err(e) => {
+                return Ok(failed(StepFailure::new(
+                    "restore_state",
+                    format!("evacuated to {dest_host}, but {e}"),
+                )));
+            }
+        };
+        let restoration = evacuation::restoration(preparation.desired, server.vm_state());
+        let result = match restoration {
+            Restoration::Nothing => Ok(()),
+            Restoration::Start => {
+                self.reporter
+                    .step(id, "restore_state", "starting it again, as it was before");
+                self.power(id, true).await?
+            }
+            Restoration::Stop => {
+                self.reporter
+                    .step(id, "restore_state", "stopping it again, as it was before");
+                self.power(id, false).await?
+            }
+            Restoration::ResetToError => {
+                self.reporter.step(
+                    id,
+                    "restore_state",
+                    "resetting it to error, as it was before",
+                );
+                self.or_cancel(self.openstack().reset_state(id, "error"))
+                    .await?
+                    .map_err(|e| e.to_string())
+            }
+        };
+        Ok(match result {
+            Ok(()) => InstanceOutcome::Succeeded {
+                dest_host: Some(dest_host),
+            },
+            Err(reason) => InstanceOutcome::Failed {
+                message: format!("restore_state: evacuated to {dest_host}, but {reason}"),
+            },
+        })
+    }
+
+    /// Starts or stops the server and waits until it is active or stopped.
+    pub(super) async fn power(&self, id: &str, on: bool) -> Result<Result<(), String>, Cancelled> {
+        let (call, want) = if on {
+            (self.or_cancel(self.openstack().start(id)).await?, "active")
+        } else {
+            (self.or_cancel(self.openstack().stop(id)).await?, "stopped")
+        };
+        if let Err(e) = call
+            && !e.is_conflict()
+        {
+            return Ok(Err(e.to_string()));
+        }
+        self.wait_for_state(id, want, self.settings().power_timeout)
+            .await
+    }
+
+    pub(super) async fn wait_for_state(
+        &self,
+        id: &str,
+        want: &str,
+        timeout: Duration,
+    ) -> Result<Result<(), String>, Cancelled> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match self.or_cancel(self.openstack().server(id)).await? {
+                Ok(server) if server.vm_state() == want && server.task_state.is_none() => {
+                    return Ok(Ok(()));
+                }
+                Ok(server) if server.vm_state() == "error" => {
+                    return Ok(Err(format!(
+                        "the instance went to error instead of {want}{}",
+                        server
+                            .fault
+                            .map(|f| format!(": {}", f.message))
+                            .unwrap_or_default()
+                    )));
+                }
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {
+                    return Ok(Err("the instance was deleted".to_owned()));
+                }
+                Err(e) => tracing::warn!(instance_id = %id, error = %e, "cannot read the instance"),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(Err(format!(
+                    "the instance did not become {want} within {}",
+                    humantime::format_duration(timeout)
+                )));
+            }
+            self.pause(self.settings().poll_interval).await?;
+        }
+    }
+
+    /// Clears attachments that would keep Nova from attaching the
+    /// instance's volumes on the destination. Only for a fenced host: its
+    /// old session is certainly dead.
+    async fn clear_blocking_volumes(&self, id: &str, server: &Server) -> Step<()> {
+        const STEP: &str = "volumes";
+        let openstack = self.openstack();
+        let source = self.request.hostname.as_str();
+        let bdms = match self.or_cancel(openstack.bdm_attachments(id)).await? {
+            Ok(bdms) => bdms,
+            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
+        };
+        let has_api = match self.or_cancel(openstack.has_attachments_api()).await? {
+            Ok(has) => has,
+            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
+        };
+        for attached in &server.volumes_attached {
+            let bdm = bdms
+                .iter()
+                .find(|b| b.volume_id == attached.id)
+                .and_then(|b| b.attachment_id.as_deref());
+            let (volume, clearances) = match self.judge(id, &attached.id, bdm, has_api).await? {
+                Ok((_, VolumeVerdict::Healthy | VolumeVerdict::Multiattach)) => continue,
+                Ok((volume, VolumeVerdict::Blocked(clearances))) => (volume, clearances),
+                Err(failure) => return Ok(Err(failure)),
+            };
+            for clearance in &clearances {
+                if let Err(failure) = self.clear(&volume.id, clearance, has_api).await? {
+                    return Ok(Err(failure));
+                }
+                self.reporter.step(
+                    id,
+                    STEP,
+                    match clearance {
+                        Clearance::Stale { attachment_id } => format!(
+                            "removed stale attachment {attachment_id} of volume {} on {source}",
+                            volume.id
+                        ),
+                        Clearance::Stuck {
+                            attachment_id,
+                            status,
+                        } => format!(
+                            "force-detached attachment {attachment_id} of volume {} stuck {status}",
+                            volume.id
+                        ),
+                    },
+                );
+            }
+            // Cinder answered each clearance (a 404 counts as done); an
+            // attachment still listed would hold the rebuild for Nova's
+            // whole attach timeout, so say so now instead.
+            if let Ok((_, VolumeVerdict::Blocked(left))) =
+                self.judge(id, &attached.id, bdm, has_api).await?
+            {
+                let still: Vec<&str> = left
+                    .iter()
+                    .map(Clearance::attachment_id)
+                    .filter(|a| clearances.iter().any(|c| c.attachment_id() == *a))
+                    .collect();
+                if !still.is_empty() {
+                    return Ok(Err(StepFailure::new(
+                        STEP,
+                        format!(
+                            "volume {} still lists attachment(s) {} after clearing them; the rebuild would wait for them",
+                            volume.id,
+                            still.join(", ")
+                        ),
+                    )));
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Reads volume `volume_id` (and its attachment records, with the
+    /// attachments API) and judges what keeps it from moving.
+    async fn judge(
+        &self,
+        id: &str,
+        volume_id: &str,
+        bdm: Option<&str>,
+        has_api: bool,
+    ) -> Step<(Volume, VolumeVerdict)> {
+        const STEP: &str = "volumes";
+        let openstack = self.openstack();
+        let volume = match self.or_cancel(openstack.volume(volume_id)).await? {
+            Ok(volume) => volume,
+            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
+        };
+        let records = if has_api {
+            match self
+                .or_cancel(openstack.volume_attachments(volume_id))
+                .await?
+            {
+                Ok(records) => Some(records),
+                Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
+            }
+        } else {
+            None
+        };
+        let source = self.request.hostname.as_str();
+        let verdict = judge_volume(&volume, records.as_deref(), bdm, id, source);
+        Ok(Ok((volume, verdict)))
+    }
+
+    async fn clear(&self, volume_id: &str, clearance: &Clearance, has_api: bool) -> Step<()> {
+        const STEP: &str = "volumes";
+        let openstack = self.openstack();
+        let source = self.request.hostname.as_str();
+        let as_service = match self.or_cancel(openstack.has_service_identity()).await? {
+            Ok(has) => has,
+            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
+        };
+        let attachment = clearance.attachment_id();
+        let result = match clearance {
+            // Nova does not use it: any admin may remove it.
+            Clearance::Stale { .. } if has_api => {
+                match self
+                    .or_cancel(openstack.delete_attachment(attachment, false))
+                    .await?
+                {
+                    Err(e) if e.is_conflict() && as_service => {
+                        self.or_cancel(openstack.delete_attachment(attachment, true))
+                            .await?
+                    }
+                    other => other,
+                }
+            }
+            Clearance::Stale { .. } => {
+                self.or_cancel(openstack.force_detach(volume_id, attachment, source, false))
+                    .await?
+            }
+            // Nova's own attachment: Cinder wants a service caller.
+            Clearance::Stuck { .. } => {
+                self.or_cancel(openstack.force_detach(volume_id, attachment, source, as_service))
+                    .await?
+            }
+        };
+        Ok(result.map_err(|e| {
+            let hint = if e.is_conflict() && !as_service {
+                " (Cinder lets only a service caller detach an attachment Nova uses: give the engine's user the service role or set openstack.service_auth)"
+            } else {
+                ""
+            };
+            StepFailure::new(
+                STEP,
+                format!("clear attachment {attachment} of volume {volume_id}: {e}{hint}"),
+            )
+        }))
+    }
+}
+
+fn failed(failure: StepFailure) -> InstanceOutcome {
+    InstanceOutcome::Failed {
+        message: failure.to_string(),
+    }
+}
+
+fn unconfirmed(reason: String) -> StepFailure {
+    StepFailure::new(
+        "verify",
+        format!("the evacuation could not be confirmed: {reason}"),
+    )
+}
+
+fn gone() -> InstanceOutcome {
+    InstanceOutcome::Ignored {
+        message: "the instance was deleted during its recovery".to_owned(),
+    }
+}
+
+fn with_earlier(failure: StepFailure, earlier: &[String]) -> StepFailure {
+    if earlier.is_empty() {
+        failure
+    } else {
+        StepFailure {
+            message: format!(
+                "{} (earlier targets: {})",
+                failure.message,
+                earlier.join("; ")
+            ),
+            ..failure
+        }
+    }
+}

@@ -1,0 +1,593 @@
+//! The host-failure workflow (COMPUTE_HOST): check fencing, force the
+//! failed nova-compute down and disable it, list and select the host's
+//! instances, announce the plan, then recover every instance with bounded
+//! concurrency, each to its list of targets.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use chrono::Utc;
+use futures::FutureExt as _;
+use tokio::sync::{Mutex, OnceCell, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tracing::Instrument as _;
+
+use super::evacuate::EvacuationJob;
+use super::migrations::MigrationWatch;
+use super::{
+    Cancelled, InstanceOutcome, PlannedInstance, ProgressState, RecoveryKind, Run, RunOutcome,
+    StepFailure,
+};
+use crate::openstack::nova::{ComputeService, Server, ServiceUpdate};
+use crate::workflow::selection::select_instances;
+use crate::workflow::targets::{Target, targets};
+
+/// Whether a reserved host was made ready, decided once.
+type Readiness = Arc<OnceCell<Result<(), String>>>;
+
+/// Reserved hosts made ready once per run, shared by the instance workers.
+#[derive(Default)]
+pub(super) struct ReservedHosts {
+    ready: Mutex<HashMap<String, Readiness>>,
+}
+
+/// A worker's share of the concurrency limits (per run and engine-wide):
+/// held while it works on OpenStack, let go while Nova rebuilds its
+/// instance. The limits bound the calls in flight, not the evacuations
+/// that Nova queues and paces itself.
+///
+/// Each run's first worker is exempt from the engine-wide limit (at most
+/// one extra worker per run): when many hosts fail at once, every host's
+/// recovery starts at once instead of queueing behind the instances of the
+/// hosts reported before it.
+pub(super) struct Slot {
+    per_run: Arc<Semaphore>,
+    /// `None` for the run's lead worker.
+    global: Option<Arc<Semaphore>>,
+    held: Option<(OwnedSemaphorePermit, Option<OwnedSemaphorePermit>)>,
+}
+
+impl Slot {
+    /// Waits for the permits, unless held already.
+    pub(super) async fn hold(&mut self) {
+        if self.held.is_some() {
+            return;
+        }
+        let Ok(run) = self.per_run.clone().acquire_owned().await else {
+            return;
+        };
+        let engine = match &self.global {
+            Some(global) => match global.clone().acquire_owned().await {
+                Ok(permit) => Some(permit),
+                Err(_) => return,
+            },
+            None => None,
+        };
+        self.held = Some((run, engine));
+    }
+
+    pub(super) fn release(&mut self) {
+        self.held = None;
+    }
+}
+
+/// Counts an instance in recovery while it lives.
+struct InRecovery(Arc<AtomicUsize>);
+
+impl InRecovery {
+    fn count(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter.clone())
+    }
+}
+
+impl Drop for InRecovery {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Run {
+    pub(super) async fn host_failure(&self) -> RunOutcome {
+        match self.host_failure_steps().await {
+            Ok(outcome) => outcome,
+            Err(Cancelled) => RunOutcome::Cancelled {
+                message: "the run was cancelled".to_owned(),
+            },
+        }
+    }
+
+    async fn host_failure_steps(&self) -> Result<RunOutcome, Cancelled> {
+        let host = self.request.hostname.clone();
+        let event = self.payload("event").unwrap_or_default().to_owned();
+        if event == "STARTED" {
+            self.reporter.progress(
+                "host_started",
+                ProgressState::Info,
+                format!("host {host} reported started; nothing to recover"),
+            );
+            return Ok(RunOutcome::Completed {
+                message: format!("host {host} started"),
+            });
+        }
+        if event != "STOPPED" {
+            return Ok(RunOutcome::Ignored {
+                message: format!("event {event:?} is not a host failure"),
+            });
+        }
+        let host_status = self.payload("host_status");
+        if self.settings().require_fencing && host_status != Some("NORMAL") {
+            let message = format!(
+                "host {host} is not known to be fenced (host_status {}): evacuating could run two copies of its instances; \
+                 set host_failure.require_fencing = false to recover unfenced hosts",
+                host_status.unwrap_or("missing")
+            );
+            self.reporter
+                .progress("check_fencing", ProgressState::Skipped, message.clone());
+            return Ok(RunOutcome::Ignored { message });
+        }
+        let fenced = host_status == Some("NORMAL");
+        self.reporter.host_update(&host, Some(true), None);
+
+        // Nova refuses evacuations while it thinks the source is up.
+        self.reporter.progress(
+            "disable_compute_service",
+            ProgressState::Started,
+            format!("forcing down and disabling nova-compute on {host}"),
+        );
+        // Listing the instances and the evacuations already away from the
+        // host does not depend on the service's state: both run while the
+        // service is taken down, off the path to the first evacuation.
+        let listing = async {
+            if self.request.retry_instances.is_empty() {
+                Some(self.select(&host).await)
+            } else {
+                None
+            }
+        };
+        let watching = self.or_cancel(MigrationWatch::start(
+            self.openstack().clone(),
+            host.clone(),
+            self.settings().poll_interval,
+        ));
+        let (service, listed, watch) =
+            tokio::join!(self.take_failed_service_down(&host), listing, watching);
+        let (listed, watch) = (listed.transpose()?, Arc::new(watch?));
+        if let Err(failure) = service? {
+            self.reporter.progress(
+                "disable_compute_service",
+                ProgressState::Failed,
+                failure.to_string(),
+            );
+            return Ok(RunOutcome::Failed {
+                message: failure.to_string(),
+                retryable: true,
+            });
+        }
+        self.reporter.progress(
+            "disable_compute_service",
+            ProgressState::Succeeded,
+            format!("nova-compute on {host} is down and disabled"),
+        );
+        let wait = self.settings().wait_after_service_update;
+        if !wait.is_zero() {
+            self.pause(wait).await?;
+        }
+
+        let jobs = match listed {
+            Some(Ok(jobs)) => jobs,
+            Some(Err(outcome)) => return Ok(outcome),
+            None => {
+                self.reporter.progress(
+                    "retry_instances",
+                    ProgressState::Info,
+                    format!(
+                        "attempt {}: recovering the {} instance(s) still without a result",
+                        self.request.attempt,
+                        self.request.retry_instances.len()
+                    ),
+                );
+                self.request
+                    .retry_instances
+                    .iter()
+                    .map(|r| EvacuationJob {
+                        instance_id: r.instance_id.clone(),
+                        instance_name: r.instance_name.clone(),
+                        listed: None,
+                    })
+                    .collect()
+            }
+        };
+
+        self.reporter.plan(
+            jobs.iter()
+                .map(|job| PlannedInstance {
+                    instance_id: job.instance_id.clone(),
+                    instance_name: job.instance_name.clone(),
+                    source_host: host.clone(),
+                    kind: RecoveryKind::Evacuation,
+                })
+                .collect(),
+        );
+
+        let targets = match targets(
+            self.request.recovery_method,
+            &self.request.reserved_hosts,
+            &host,
+        ) {
+            Ok(targets) => targets,
+            Err(e) => {
+                let message = format!("{e} ({})", self.request.segment_name);
+                for job in &jobs {
+                    let start = Utc::now();
+                    self.reporter.instance_started(&job.instance_id, start);
+                    self.reporter.instance_finished(
+                        &job.instance_id,
+                        InstanceOutcome::Failed {
+                            message: message.clone(),
+                        },
+                        start,
+                    );
+                }
+                return Ok(RunOutcome::Failed {
+                    message,
+                    retryable: false,
+                });
+            }
+        };
+
+        self.reporter.progress(
+            "evacuate_instances",
+            ProgressState::Started,
+            format!(
+                "recovering {} instance(s) from {host} to {}",
+                jobs.len(),
+                targets
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", then ")
+            ),
+        );
+        let results = self.evacuate_all(jobs, targets, watch, fenced).await;
+        let failed = results
+            .iter()
+            .filter(|o| matches!(o, InstanceOutcome::Failed { .. }))
+            .count();
+        self.reporter.progress(
+            "evacuate_instances",
+            if failed == 0 {
+                ProgressState::Succeeded
+            } else {
+                ProgressState::Failed
+            },
+            format!(
+                "{} of {} instance(s) recovered",
+                results.len() - failed,
+                results.len()
+            ),
+        );
+        Ok(RunOutcome::Completed {
+            message: format!("host {host} processed"),
+        })
+    }
+
+    /// Lists and selects the host's instances; `Err` ends the run.
+    async fn select(
+        &self,
+        host: &str,
+    ) -> Result<Result<Vec<EvacuationJob>, RunOutcome>, Cancelled> {
+        self.reporter.progress(
+            "list_instances",
+            ProgressState::Started,
+            format!("listing the instances of {host}"),
+        );
+        let servers = match self
+            .or_cancel(self.openstack().servers_on_host(host))
+            .await?
+        {
+            Ok(servers) => servers,
+            Err(e) => {
+                let message = format!("list_instances: {e}");
+                self.reporter
+                    .progress("list_instances", ProgressState::Failed, message.clone());
+                return Ok(Err(RunOutcome::Failed {
+                    message,
+                    retryable: true,
+                }));
+            }
+        };
+        let total = servers.len();
+        let selection = select_instances(servers, &self.settings().selection);
+        for (server, reason) in &selection.skipped {
+            self.reporter.progress(
+                "select_instances",
+                ProgressState::Skipped,
+                format!("{} ({}): {reason}", server.name, server.id),
+            );
+        }
+        self.reporter.progress(
+            "list_instances",
+            ProgressState::Succeeded,
+            format!(
+                "{total} instance(s) on {host}, {} to recover, {} left alone",
+                selection.recover.len(),
+                selection.skipped.len()
+            ),
+        );
+        if selection.recover.is_empty() {
+            return Ok(Err(RunOutcome::Completed {
+                message: format!("no instance of {host} needs recovery"),
+            }));
+        }
+        Ok(Ok(selection
+            .recover
+            .into_iter()
+            .map(|server: Server| EvacuationJob {
+                instance_id: server.id.clone(),
+                instance_name: server.name.clone(),
+                listed: Some(server),
+            })
+            .collect()))
+    }
+
+    /// Recovers every job, working on at most `max_concurrent_instances` at
+    /// once (and within the engine-wide limit); evacuations Nova is
+    /// rebuilding do not count. Each job reports exactly one result, even if
+    /// its worker panics.
+    async fn evacuate_all(
+        &self,
+        jobs: Vec<EvacuationJob>,
+        targets: Vec<Target>,
+        watch: Arc<MigrationWatch>,
+        fenced: bool,
+    ) -> Vec<InstanceOutcome> {
+        let per_run = Arc::new(Semaphore::new(
+            self.settings().max_concurrent_instances.max(1),
+        ));
+        let reserved = Arc::new(ReservedHosts::default());
+        let targets = Arc::new(targets);
+        let mut workers = JoinSet::new();
+        for (i, job) in jobs.into_iter().enumerate() {
+            let run = self.clone();
+            let per_run = per_run.clone();
+            let global = (i > 0).then(|| self.engine.capacity.clone());
+            let targets = targets.clone();
+            let watch = watch.clone();
+            let reserved = reserved.clone();
+            let span = tracing::info_span!(
+                "recovery.instance",
+                otel.name = "recovery.instance",
+                otel.status_code = tracing::field::Empty,
+                instance_id = %job.instance_id,
+                instance_name = %job.instance_name,
+                host = %self.request.hostname,
+                outcome = tracing::field::Empty,
+            );
+            workers.spawn(async move {
+                let mut slot = Slot {
+                    per_run,
+                    global,
+                    held: None,
+                };
+                slot.hold().await;
+                let _in_recovery = InRecovery::count(&run.engine.in_recovery);
+                let start = Utc::now();
+                let instance_id = job.instance_id.clone();
+                run.reporter.instance_started(&instance_id, start);
+                let work =
+                    run.evacuate_instance(job, &targets, &watch, &reserved, fenced, &mut slot);
+                let outcome = match AssertUnwindSafe(work).catch_unwind().await {
+                    Ok(Ok(outcome)) => Some(outcome),
+                    Ok(Err(Cancelled)) => None,
+                    Err(panic) => {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        tracing::error!(instance_id = %instance_id, panic = %what, "instance worker panicked");
+                        Some(InstanceOutcome::Failed {
+                            message: format!("internal error in the engine: {what}"),
+                        })
+                    }
+                };
+                let span = tracing::Span::current();
+                match &outcome {
+                    Some(InstanceOutcome::Succeeded { .. }) => {
+                        span.record("outcome", "succeeded");
+                    }
+                    Some(InstanceOutcome::Ignored { .. }) => {
+                        span.record("outcome", "ignored");
+                    }
+                    Some(InstanceOutcome::Failed { message }) => {
+                        span.record("outcome", "failed");
+                        instanceha_telemetry::record_error(&span, message);
+                        tracing::warn!(instance_id = %instance_id, reason = %message, "instance not recovered");
+                    }
+                    None => {}
+                }
+                match outcome {
+                    Some(outcome) => {
+                        run.reporter
+                            .instance_finished(&instance_id, outcome.clone(), start);
+                        Some(outcome)
+                    }
+                    None => {
+                        // Cancelled: report it if anyone still listens.
+                        run.reporter.instance_finished(
+                            &instance_id,
+                            InstanceOutcome::Failed {
+                                message: "cancelled before the recovery finished".to_owned(),
+                            },
+                            start,
+                        );
+                        None
+                    }
+                }
+            }
+            .instrument(span));
+        }
+        let mut outcomes = Vec::new();
+        while let Some(joined) = workers.join_next().await {
+            if let Ok(Some(outcome)) = joined {
+                outcomes.push(outcome);
+            }
+        }
+        outcomes
+    }
+
+    /// Forces the failed host's nova-compute down (if configured), then
+    /// disables it with a reason; without force-down, waits until Nova sees
+    /// it down.
+    async fn take_failed_service_down(
+        &self,
+        host: &str,
+    ) -> Result<Result<(), StepFailure>, Cancelled> {
+        const STEP: &str = "disable_compute_service";
+        let service = match self
+            .or_cancel(self.openstack().compute_service(host))
+            .await?
+        {
+            Ok(Some(service)) => service,
+            Ok(None) => {
+                return Ok(Err(StepFailure::new(
+                    STEP,
+                    format!("nova has no nova-compute service on host {host}"),
+                )));
+            }
+            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
+        };
+        let mut service: ComputeService = service;
+        if self.settings().force_down && service.forced_down != Some(true) {
+            // First, alone: disabling a compute Nova thinks is up makes Nova
+            // call the dead host and wait for its RPC timeout.
+            match self
+                .or_cancel(self.openstack().update_service(
+                    &service,
+                    &ServiceUpdate {
+                        forced_down: Some(true),
+                        ..ServiceUpdate::default()
+                    },
+                ))
+                .await?
+            {
+                Ok(updated) => service = updated,
+                Err(e) => return Ok(Err(StepFailure::new(STEP, format!("force down: {e}")))),
+            }
+        }
+        if service.status != "disabled" {
+            let update = ServiceUpdate {
+                enabled: Some(false),
+                disabled_reason: Some(self.settings().host_disable_reason.clone()),
+                ..ServiceUpdate::default()
+            };
+            match self
+                .or_cancel(self.openstack().update_service(&service, &update))
+                .await?
+            {
+                Ok(updated) => service = updated,
+                Err(e) => return Ok(Err(StepFailure::new(STEP, format!("disable: {e}")))),
+            }
+        }
+        if !self.settings().force_down {
+            let deadline = tokio::time::Instant::now() + self.settings().service_down_timeout;
+            while service.state != "down" {
+                if tokio::time::Instant::now() >= deadline {
+                    return Ok(Err(StepFailure::new(
+                        STEP,
+                        format!(
+                            "nova still reports nova-compute on {host} up after {}",
+                            humantime::format_duration(self.settings().service_down_timeout)
+                        ),
+                    )));
+                }
+                self.pause(self.settings().poll_interval).await?;
+                if let Ok(Some(current)) = self
+                    .or_cancel(self.openstack().compute_service(host))
+                    .await?
+                {
+                    service = current;
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Enables a reserved host's nova-compute (and adds it to the failed
+    /// host's aggregates if configured), once per run.
+    pub(super) async fn ready_reserved_host(
+        &self,
+        reserved: &ReservedHosts,
+        target: &str,
+    ) -> Result<(), String> {
+        let cell = {
+            let mut ready = reserved.ready.lock().await;
+            ready.entry(target.to_owned()).or_default().clone()
+        };
+        cell.get_or_init(|| async {
+            let result = self.enable_reserved_host(target).await;
+            match &result {
+                Ok(()) => self.reporter.progress(
+                    "prepare_reserved_host",
+                    ProgressState::Succeeded,
+                    format!("reserved host {target} enabled"),
+                ),
+                Err(e) => self.reporter.progress(
+                    "prepare_reserved_host",
+                    ProgressState::Failed,
+                    e.clone(),
+                ),
+            }
+            result
+        })
+        .await
+        .clone()
+    }
+
+    async fn enable_reserved_host(&self, target: &str) -> Result<(), String> {
+        let openstack = self.openstack();
+        let failed_host = &self.request.hostname;
+        if self.settings().add_reserved_host_to_aggregate {
+            let aggregates = openstack
+                .aggregates()
+                .await
+                .map_err(|e| format!("list aggregates: {e}"))?;
+            for aggregate in aggregates
+                .iter()
+                .filter(|a| a.hosts.iter().any(|h| h == failed_host))
+            {
+                if !aggregate.hosts.iter().any(|h| h == target) {
+                    openstack
+                        .add_host_to_aggregate(aggregate.id, target)
+                        .await
+                        .map_err(|e| {
+                            format!("add {target} to aggregate {}: {e}", aggregate.name)
+                        })?;
+                }
+            }
+        }
+        let service = openstack
+            .compute_service(target)
+            .await
+            .map_err(|e| format!("read nova-compute on {target}: {e}"))?
+            .ok_or_else(|| format!("nova has no nova-compute service on reserved host {target}"))?;
+        if service.status != "enabled" {
+            openstack
+                .update_service(
+                    &service,
+                    &ServiceUpdate {
+                        enabled: Some(true),
+                        ..ServiceUpdate::default()
+                    },
+                )
+                .await
+                .map_err(|e| format!("enable nova-compute on {target}: {e}"))?;
+        }
+        // Masakari takes the host out of the reserve once used.
+        self.reporter.host_update(target, None, Some(false));
+        Ok(())
+    }
+}

@@ -1,0 +1,249 @@
+//! Recovery runs: the host-, instance- and process-failure workflows,
+//! performed against OpenStack step by step, each step's outcome reported.
+//! No error escapes: every instance a run announces gets exactly one
+//! result, even if its worker panics, and every run ends with `Done`.
+
+mod evacuate;
+mod host;
+mod migrations;
+mod process;
+pub mod report;
+mod vm;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+pub use report::{
+    EngineEvent, InstanceOutcome, PlannedInstance, ProgressState, RecoveryKind, Reporter,
+    RunOutcome,
+};
+
+use crate::openstack::nova::Server;
+use crate::openstack::{self, OpenStack};
+use crate::workflow::selection::SelectionRules;
+use crate::workflow::targets::RecoveryMethod;
+
+/// What a notification is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotificationKind {
+    ComputeHost,
+    Process,
+    Vm,
+}
+
+/// One run of a notification, as the API asked for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRequest {
+    pub run_id: String,
+    pub attempt: u32,
+    pub notification_id: String,
+    pub kind: NotificationKind,
+    pub hostname: String,
+    pub payload: BTreeMap<String, String>,
+    pub generated_time: Option<DateTime<Utc>>,
+    pub segment_name: String,
+    pub recovery_method: RecoveryMethod,
+    /// Reserved hosts, not on maintenance, in the order to try.
+    pub reserved_hosts: Vec<String>,
+    /// On a retry: the instances still unresolved (empty: plan afresh).
+    pub retry_instances: Vec<RetryInstance>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryInstance {
+    pub instance_id: String,
+    pub instance_name: String,
+}
+
+/// How the workflows behave (from the engine's configuration).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoverySettings {
+    pub max_concurrent_instances: usize,
+    pub poll_interval: Duration,
+    pub evacuation_timeout: Duration,
+    pub power_timeout: Duration,
+    pub lock_reason_prefix: String,
+    pub require_fencing: bool,
+    pub force_down: bool,
+    pub host_disable_reason: String,
+    pub wait_after_service_update: Duration,
+    pub service_down_timeout: Duration,
+    pub selection: SelectionRules,
+    pub add_reserved_host_to_aggregate: bool,
+    pub clear_blocking_volume_attachments: bool,
+    pub process_all_instances: bool,
+    pub vm_ha_enabled_key: String,
+    pub process_disable_reason: String,
+    pub enable_on_process_started: bool,
+}
+
+/// Runs recoveries. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    openstack: OpenStack,
+    settings: Arc<RecoverySettings>,
+    /// Instance workers calling OpenStack at once, across all runs (a
+    /// worker lets go while Nova rebuilds its instance).
+    capacity: Arc<Semaphore>,
+    /// Instances in recovery across all runs.
+    in_recovery: Arc<AtomicUsize>,
+}
+
+/// The run was cancelled (the API asked, or went away).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl Engine {
+    pub fn new(openstack: OpenStack, settings: RecoverySettings, total_capacity: usize) -> Self {
+        Self {
+            openstack,
+            settings: Arc::new(settings),
+            capacity: Arc::new(Semaphore::new(total_capacity.max(1))),
+            in_recovery: Arc::default(),
+        }
+    }
+
+    pub fn openstack(&self) -> &OpenStack {
+        &self.openstack
+    }
+
+    pub fn settings(&self) -> &RecoverySettings {
+        &self.settings
+    }
+
+    /// Instances in recovery right now, across runs.
+    pub fn instances_in_flight(&self) -> usize {
+        self.in_recovery.load(Ordering::Relaxed)
+    }
+
+    /// Runs `request` to its end, reporting as it goes; always reports
+    /// `Done` last.
+    /// (Run it inside the run's span: the link creates it.)
+    pub async fn run(&self, request: RunRequest, reporter: Reporter, cancel: CancellationToken) {
+        tracing::info!(kind = ?request.kind, "recovery run started");
+        let run = Run {
+            engine: self.clone(),
+            request: Arc::new(request),
+            reporter: reporter.clone(),
+            cancel,
+        };
+        let outcome = match run.request.kind {
+            NotificationKind::ComputeHost => run.host_failure().await,
+            NotificationKind::Vm => run.instance_failure().await,
+            NotificationKind::Process => run.process_failure().await,
+        };
+        tracing::info!(outcome = ?outcome, "recovery run ended");
+        match &outcome {
+            RunOutcome::Failed { message, .. } | RunOutcome::Cancelled { message } => {
+                instanceha_telemetry::record_error(&tracing::Span::current(), message);
+            }
+            RunOutcome::Completed { .. } | RunOutcome::Ignored { .. } => {}
+        }
+        reporter.done(outcome);
+    }
+}
+
+/// How many 404s in a row prove that an instance was deleted.
+const GONE_CONFIRMATIONS: u32 = 3;
+
+/// One run in progress: what it needs, shared by its tasks.
+#[derive(Clone)]
+struct Run {
+    engine: Engine,
+    request: Arc<RunRequest>,
+    reporter: Reporter,
+    cancel: CancellationToken,
+}
+
+impl Run {
+    fn openstack(&self) -> &OpenStack {
+        &self.engine.openstack
+    }
+
+    fn settings(&self) -> &RecoverySettings {
+        &self.engine.settings
+    }
+
+    /// `future`, or `Cancelled` if the run is cancelled first.
+    async fn or_cancel<T>(&self, future: impl Future<Output = T>) -> Result<T, Cancelled> {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Err(Cancelled),
+            value = future => Ok(value),
+        }
+    }
+
+    /// Sleeps, unless cancelled.
+    async fn pause(&self, duration: Duration) -> Result<(), Cancelled> {
+        self.or_cancel(tokio::time::sleep(duration)).await
+    }
+
+    /// Reads instance `id`: `Ok(None)` only if Nova says it does not exist
+    /// [`GONE_CONFIRMATIONS`] times in a row, one poll interval apart. A
+    /// single 404 (a load balancer's error page, a cell briefly
+    /// unreachable) must not turn an instance that is down into one
+    /// "deleted", whose recovery is then skipped as needless.
+    async fn server_unless_gone(
+        &self,
+        id: &str,
+    ) -> Result<Result<Option<Server>, openstack::Error>, Cancelled> {
+        let mut not_found = 0;
+        loop {
+            match self.or_cancel(self.openstack().server(id)).await? {
+                Ok(server) => return Ok(Ok(Some(server))),
+                Err(e) if e.is_not_found() => {
+                    not_found += 1;
+                    if not_found >= GONE_CONFIRMATIONS {
+                        return Ok(Ok(None));
+                    }
+                    tracing::info!(instance_id = %id, not_found, "nova says the instance does not exist; reading it again to be sure");
+                    self.pause(self.settings().poll_interval).await?;
+                }
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+    }
+
+    fn payload(&self, key: &str) -> Option<&str> {
+        self.request.payload.get(key).map(String::as_str)
+    }
+}
+
+/// A failed step of a workflow: which step, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepFailure {
+    pub step: &'static str,
+    pub message: String,
+    /// Another target (reserved host, or the scheduler) might succeed.
+    pub target_related: bool,
+}
+
+impl StepFailure {
+    fn new(step: &'static str, message: impl std::fmt::Display) -> Self {
+        Self {
+            step,
+            message: message.to_string(),
+            target_related: false,
+        }
+    }
+
+    fn on_target(step: &'static str, message: impl std::fmt::Display) -> Self {
+        Self {
+            target_related: true,
+            ..Self::new(step, message)
+        }
+    }
+}
+
+impl std::fmt::Display for StepFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.step, self.message)
+    }
+}

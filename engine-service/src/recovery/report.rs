@@ -1,0 +1,172 @@
+//! What a recovery run tells the API, as plain Rust events, and the
+//! reporter that queues them for the link in order.
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+
+/// How an instance is recovered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryKind {
+    Evacuation,
+    Restart,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedInstance {
+    pub instance_id: String,
+    pub instance_name: String,
+    pub source_host: String,
+    pub kind: RecoveryKind,
+}
+
+/// One instance's final result in a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InstanceOutcome {
+    Succeeded { dest_host: Option<String> },
+    Failed { message: String },
+    Ignored { message: String },
+}
+
+/// The workflow's own verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    Completed { message: String },
+    Failed { message: String, retryable: bool },
+    Ignored { message: String },
+    Cancelled { message: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressState {
+    Started,
+    Succeeded,
+    Failed,
+    Skipped,
+    Info,
+}
+
+impl ProgressState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+            Self::Info => "info",
+        }
+    }
+}
+
+/// An event of a run, in the order it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineEvent {
+    Plan(Vec<PlannedInstance>),
+    InstanceStarted {
+        instance_id: String,
+        at: DateTime<Utc>,
+    },
+    InstanceStep {
+        instance_id: String,
+        step: &'static str,
+        message: String,
+        at: DateTime<Utc>,
+    },
+    InstanceFinished {
+        instance_id: String,
+        outcome: InstanceOutcome,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    },
+    Progress {
+        task: &'static str,
+        state: ProgressState,
+        message: String,
+        at: DateTime<Utc>,
+        instance_id: Option<String>,
+    },
+    HostUpdate {
+        hostname: String,
+        on_maintenance: Option<bool>,
+        reserved: Option<bool>,
+    },
+    Done(RunOutcome),
+}
+
+/// Queues a run's events for the link. Sending never waits; if the link is
+/// gone (the API left), events are dropped and the run is being cancelled.
+#[derive(Clone, Debug)]
+pub struct Reporter {
+    tx: mpsc::UnboundedSender<EngineEvent>,
+}
+
+impl Reporter {
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<EngineEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { tx }, rx)
+    }
+
+    fn send(&self, event: EngineEvent) {
+        let _ = self.tx.send(event);
+    }
+
+    pub fn plan(&self, instances: Vec<PlannedInstance>) {
+        self.send(EngineEvent::Plan(instances));
+    }
+
+    pub fn instance_started(&self, instance_id: &str, at: DateTime<Utc>) {
+        self.send(EngineEvent::InstanceStarted {
+            instance_id: instance_id.to_owned(),
+            at,
+        });
+    }
+
+    pub fn step(&self, instance_id: &str, step: &'static str, message: impl Into<String>) {
+        self.send(EngineEvent::InstanceStep {
+            instance_id: instance_id.to_owned(),
+            step,
+            message: message.into(),
+            at: Utc::now(),
+        });
+    }
+
+    pub fn instance_finished(
+        &self,
+        instance_id: &str,
+        outcome: InstanceOutcome,
+        start: DateTime<Utc>,
+    ) {
+        self.send(EngineEvent::InstanceFinished {
+            instance_id: instance_id.to_owned(),
+            outcome,
+            start,
+            end: Utc::now(),
+        });
+    }
+
+    pub fn progress(&self, task: &'static str, state: ProgressState, message: impl Into<String>) {
+        self.send(EngineEvent::Progress {
+            task,
+            state,
+            message: message.into(),
+            at: Utc::now(),
+            instance_id: None,
+        });
+    }
+
+    pub fn host_update(
+        &self,
+        hostname: &str,
+        on_maintenance: Option<bool>,
+        reserved: Option<bool>,
+    ) {
+        self.send(EngineEvent::HostUpdate {
+            hostname: hostname.to_owned(),
+            on_maintenance,
+            reserved,
+        });
+    }
+
+    pub fn done(&self, outcome: RunOutcome) {
+        self.send(EngineEvent::Done(outcome));
+    }
+}

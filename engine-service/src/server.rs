@@ -1,0 +1,188 @@
+//! Starting and stopping `instanceha-engine`: build the OpenStack client,
+//! bind, serve the Recover stream with health and reflection, and shut
+//! down gracefully. Health reports SERVING once Keystone and both
+//! endpoints answer.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use instanceha_proto::engine::v1 as pb;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic_health::ServingStatus;
+
+use crate::link::RecoverService;
+use crate::openstack::OpenStack;
+use crate::recovery::Engine;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+const SERVICE: &str = "instanceha.engine.v1.Engine";
+
+/// A `grpc.health.v1` service SERVING while the process serves at all.
+pub const LIVENESS: &str = "liveness";
+
+/// A bound, not yet serving, engine.
+pub struct Server {
+    listener: TcpListener,
+    engine: Engine,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+}
+
+impl Server {
+    pub async fn bind(listen: SocketAddr, engine: Engine) -> Result<Self, Error> {
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: listen,
+                source,
+            })?;
+        Ok(Self {
+            listener,
+            engine,
+            tls: None,
+        })
+    }
+
+    /// Serves over TLS (with client-certificate authentication if `tls`
+    /// has a client CA).
+    pub fn with_tls(mut self, tls: Option<tonic::transport::ServerTlsConfig>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+        let addr = self.local_addr();
+        let (reporter, health) = tonic_health::server::health_reporter();
+        reporter
+            .set_service_status(SERVICE, ServingStatus::NotServing)
+            .await;
+        reporter
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
+        let check = tokio::spawn({
+            let reporter = reporter.clone();
+            let openstack = self.engine.openstack().clone();
+            async move {
+                wait_for_openstack(&openstack).await;
+                reporter
+                    .set_service_status(SERVICE, ServingStatus::Serving)
+                    .await;
+                reporter
+                    .set_service_status("", ServingStatus::Serving)
+                    .await;
+            }
+        });
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(instanceha_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(instanceha_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()?;
+        // Engine concurrency in use, for the metrics.
+        let engine = self.engine.clone();
+        let _in_flight = opentelemetry::global::meter("instanceha-engine")
+            .u64_observable_gauge("instanceha_engine_instances_in_flight")
+            .with_description("Instances being recovered right now, across runs")
+            .with_callback(move |observer| {
+                observer.observe(engine.instances_in_flight() as u64, &[])
+            })
+            .build();
+        tracing::info!(%addr, "instanceha-engine listening");
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = self.tls {
+            builder = builder.tls_config(tls)?;
+        }
+        let result = builder
+            .http2_keepalive_interval(Some(Duration::from_secs(10)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+            .add_service(pb::engine_server::EngineServer::new(RecoverService::new(
+                self.engine.clone(),
+            )))
+            .add_service(health)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), async {
+                shutdown.await;
+                tracing::info!("shutting down");
+                reporter
+                    .set_service_status(SERVICE, ServingStatus::NotServing)
+                    .await;
+            })
+            .await;
+        check.abort();
+        result?;
+        tracing::info!("instanceha-engine stopped");
+        Ok(())
+    }
+}
+
+/// Logs in and discovers both endpoints, retrying until it works.
+async fn wait_for_openstack(openstack: &OpenStack) {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match openstack.check().await {
+            Ok((compute, volume)) => {
+                tracing::info!(
+                    compute = %compute.url, nova_microversion = %compute.microversion,
+                    volume = %volume.url, cinder_microversion = %volume.microversion,
+                    "openstack reachable"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_s = delay.as_secs(), "openstack not reachable yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("received SIGINT"),
+        () = terminate => tracing::info!("received SIGTERM"),
+    }
+}

@@ -1,0 +1,304 @@
+//! Evacuating one instance: the state to prepare and to restore, and the
+//! verdict on an evacuation in flight from what Nova shows (the server, its
+//! migration record), following the contract's poller rules: a failed
+//! claim, a scheduling failure or a compute error is seen at once from the
+//! migration, not after a timeout.
+
+use crate::openstack::nova::{Migration, Server};
+
+/// The state an instance should be in after its recovery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DesiredState {
+    Active,
+    Stopped,
+    /// It was in error before the failure; evacuation makes it active, and
+    /// it is put back to error as Masakari does.
+    Error,
+}
+
+/// What to do before evacuating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preparation {
+    /// Nova evacuates only active, stopped or error instances with no task:
+    /// reset anything else to error first.
+    pub reset_to_error: bool,
+    pub desired: DesiredState,
+}
+
+/// Nova's power state "running".
+const RUNNING: i64 = 1;
+
+pub fn prepare(server: &Server) -> Preparation {
+    let vm_state = server.vm_state();
+    let busy = server.task_state.is_some();
+    let desired = match vm_state {
+        "active" => DesiredState::Active,
+        "stopped" => DesiredState::Stopped,
+        "error" => DesiredState::Error,
+        // resized, paused, suspended, rescued...: keep a running guest
+        // running, leave the others stopped for the operator.
+        _ if server.power_state == Some(RUNNING) => DesiredState::Active,
+        _ => DesiredState::Stopped,
+    };
+    let evacuable = matches!(vm_state, "active" | "stopped" | "error");
+    Preparation {
+        reset_to_error: busy || !evacuable,
+        desired,
+    }
+}
+
+/// What to do after a successful evacuation to reach the desired state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restoration {
+    Nothing,
+    Stop,
+    Start,
+    ResetToError,
+}
+
+pub fn restoration(desired: DesiredState, observed_vm_state: &str) -> Restoration {
+    match (desired, observed_vm_state) {
+        (DesiredState::Active, "stopped") => Restoration::Start,
+        (DesiredState::Stopped, "active") => Restoration::Stop,
+        (DesiredState::Error, "error") => Restoration::Nothing,
+        (DesiredState::Error, _) => Restoration::ResetToError,
+        _ => Restoration::Nothing,
+    }
+}
+
+/// Nova's view of an evacuation in flight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Still going; the text says where.
+    InProgress(String),
+    /// On `dest_host`, settled.
+    Succeeded { dest_host: String },
+    /// Nova gave up; the text says why.
+    Failed(String),
+}
+
+fn fault(server: &Server) -> String {
+    server
+        .fault
+        .as_ref()
+        .map(|f| format!(": {}", f.message))
+        .unwrap_or_default()
+}
+
+/// Judges an evacuation away from `source` from the server and its newest
+/// evacuation migration (if one is known). `was_error` says whether the
+/// instance was in error before (then error afterwards is not news).
+pub fn judge(
+    source: &str,
+    server: &Server,
+    migration: Option<&Migration>,
+    was_error: bool,
+) -> Verdict {
+    let settled = server.task_state.is_none();
+    let moved = server.host.as_deref().is_some_and(|h| h != source);
+    let vm_state = server.vm_state();
+    if let Some(m) = migration {
+        match m.status.as_str() {
+            "error" | "failed" => {
+                return Verdict::Failed(format!(
+                    "nova reports evacuation migration {} {}{}",
+                    m.id,
+                    m.status,
+                    fault(server)
+                ));
+            }
+            "done" | "completed" => {
+                if moved && settled && matches!(vm_state, "active" | "stopped") {
+                    return Verdict::Succeeded {
+                        dest_host: server.host.clone().unwrap_or_default(),
+                    };
+                }
+                if settled && vm_state == "error" {
+                    return Verdict::Failed(format!(
+                        "the instance is in error on {} after its evacuation{}",
+                        server.host.as_deref().unwrap_or("?"),
+                        fault(server)
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    if settled && vm_state == "error" && !was_error {
+        return Verdict::Failed(format!("the instance went to error{}", fault(server)));
+    }
+    if migration.is_none() && moved && settled && matches!(vm_state, "active" | "stopped") {
+        // No migration record to wait for (an old Nova): the server alone.
+        return Verdict::Succeeded {
+            dest_host: server.host.clone().unwrap_or_default(),
+        };
+    }
+    Verdict::InProgress(format!(
+        "vm_state {vm_state}, task_state {}, host {}, migration {}",
+        server.task_state.as_deref().unwrap_or("none"),
+        server.host.as_deref().unwrap_or("?"),
+        migration
+            .map(|m| format!("{} {}", m.id, m.status))
+            .unwrap_or_else(|| "not yet created".to_owned())
+    ))
+}
+
+/// Whether Nova is still carrying out the evacuation `m` records (it has
+/// not reached done, completed, error or failed).
+pub fn in_flight(m: &Migration) -> bool {
+    !matches!(
+        m.status.as_str(),
+        "done" | "completed" | "error" | "failed" | "cancelled"
+    )
+}
+
+/// Whether the server shows an evacuation in flight (a task from an earlier
+/// request, for example one whose answer was lost).
+pub fn rebuilding(server: &Server) -> bool {
+    matches!(
+        server.task_state.as_deref(),
+        Some("rebuilding" | "rebuild_block_device_mapping" | "rebuild_spawning")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openstack::nova::Fault;
+
+    fn server(vm: &str, task: Option<&str>, host: &str) -> Server {
+        Server {
+            id: "i1".into(),
+            vm_state: Some(vm.into()),
+            task_state: task.map(str::to_owned),
+            host: Some(host.into()),
+            power_state: Some(1),
+            ..Server::default()
+        }
+    }
+
+    fn migration(status: &str) -> Migration {
+        Migration {
+            id: 7,
+            instance_uuid: "i1".into(),
+            status: status.into(),
+            ..Migration::default()
+        }
+    }
+
+    #[test]
+    fn an_evacuation_is_in_flight_until_nova_ends_it() {
+        for status in ["accepted", "pre-migrating", "migrating", "running"] {
+            assert!(in_flight(&migration(status)), "{status}");
+        }
+        for status in ["done", "completed", "error", "failed", "cancelled"] {
+            assert!(!in_flight(&migration(status)), "{status}");
+        }
+    }
+
+    #[test]
+    fn preparation_follows_the_state() {
+        assert_eq!(
+            prepare(&server("active", None, "c1")),
+            Preparation {
+                reset_to_error: false,
+                desired: DesiredState::Active
+            }
+        );
+        assert_eq!(
+            prepare(&server("stopped", None, "c1")).desired,
+            DesiredState::Stopped
+        );
+        assert!(prepare(&server("active", Some("powering-off"), "c1")).reset_to_error);
+        let mut paused = server("paused", None, "c1");
+        paused.power_state = Some(3);
+        assert_eq!(
+            prepare(&paused),
+            Preparation {
+                reset_to_error: true,
+                desired: DesiredState::Stopped
+            }
+        );
+        assert_eq!(
+            prepare(&server("resized", None, "c1")).desired,
+            DesiredState::Active
+        );
+    }
+
+    #[test]
+    fn restoration_reaches_the_desired_state() {
+        assert_eq!(
+            restoration(DesiredState::Active, "stopped"),
+            Restoration::Start
+        );
+        assert_eq!(
+            restoration(DesiredState::Stopped, "active"),
+            Restoration::Stop
+        );
+        assert_eq!(
+            restoration(DesiredState::Stopped, "stopped"),
+            Restoration::Nothing
+        );
+        assert_eq!(
+            restoration(DesiredState::Error, "active"),
+            Restoration::ResetToError
+        );
+        assert_eq!(
+            restoration(DesiredState::Active, "active"),
+            Restoration::Nothing
+        );
+    }
+
+    #[test]
+    fn success_needs_the_migration_done_the_host_changed_and_no_task() {
+        // The window the contract warns about: active, no task, old host.
+        let window = server("active", None, "c1");
+        assert!(matches!(
+            judge("c1", &window, Some(&migration("pre-migrating")), false),
+            Verdict::InProgress(_)
+        ));
+        let done = server("active", None, "c2");
+        assert_eq!(
+            judge("c1", &done, Some(&migration("done")), false),
+            Verdict::Succeeded {
+                dest_host: "c2".into()
+            }
+        );
+        let rebuilding = server("active", Some("rebuild_spawning"), "c1");
+        assert!(matches!(
+            judge("c1", &rebuilding, Some(&migration("pre-migrating")), false),
+            Verdict::InProgress(_)
+        ));
+    }
+
+    #[test]
+    fn failures_are_seen_at_once() {
+        // A failed claim leaves the instance as it was: only the migration tells.
+        let claim_failed = server("active", None, "c1");
+        assert!(matches!(
+            judge("c1", &claim_failed, Some(&migration("failed")), false),
+            Verdict::Failed(_)
+        ));
+        // A scheduling failure: error with a fault.
+        let mut no_host = server("error", None, "c1");
+        no_host.fault = Some(Fault {
+            code: Some(500),
+            message: "No valid host was found.".into(),
+        });
+        match judge("c1", &no_host, Some(&migration("error")), false) {
+            Verdict::Failed(reason) => assert!(reason.contains("No valid host"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        // An instance in error before is not failed by being in error.
+        assert!(matches!(
+            judge("c1", &server("error", None, "c1"), None, true),
+            Verdict::InProgress(_)
+        ));
+    }
+
+    #[test]
+    fn rebuild_states_are_recognised() {
+        assert!(rebuilding(&server("active", Some("rebuilding"), "c1")));
+        assert!(!rebuilding(&server("active", Some("powering-off"), "c1")));
+    }
+}

@@ -1,0 +1,15 @@
+//! The integration tests of `instanceha-engine`: recoveries run end to end
+//! through `instanceha-api` and the engine against `openstack-sim`.
+
+mod fault_matrix;
+mod found_bugs;
+mod harness;
+mod host_failure;
+mod process_and_vm;
+mod process_faults;
+mod restarts;
+mod security;
+mod seed_plan;
+mod telemetry;
+mod volumes;
+mod watch;

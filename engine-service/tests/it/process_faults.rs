@@ -1,0 +1,1094 @@
+//! Process-level faults with real processes: `openstack-sim`,
+//! `instanceha-engine` and `instanceha-api` run as OS processes started
+//! with configuration files written to a temporary directory, and a host
+//! recovery of twelve instances is interrupted by
+//!
+//! * the engine killed (SIGKILL) mid-recovery and started again;
+//! * the API killed (SIGKILL) mid-recovery and restarted on the same
+//!   SQLite file with the same replica id;
+//! * the database server stopped mid-recovery for four seconds and
+//!   started again (a private PostgreSQL
+//!   cluster of the test's own, made with `initdb` and `pg_ctl` from
+//!   `/usr/lib/postgresql/*/bin` on a free port; never the machine's
+//!   shared server). Skipped with a notice when those programs are missing;
+//! * the network between API and engine cut (a TCP proxy of the test's own
+//!   sits between them: it closes every connection and refuses new ones
+//!   for a while, then lets them through again).
+//!
+//! Each must keep the fault matrix's invariants and end `finished`, every
+//! instance on the other host and none left locked.
+//!
+//! # Where the binaries come from
+//!
+//! * `instanceha-engine`: `CARGO_BIN_EXE_instanceha-engine`, built by Cargo
+//!   for these tests.
+//! * `instanceha-api` and `openstack-sim`: from `INSTANCEHA_TEST_BIN_DIR`
+//!   if set; otherwise next to the engine binary (`target/<profile>/`),
+//!   where `cargo test --workspace` has just built them, if they are newer
+//!   than every source file they are built from (`src`, `build.rs`,
+//!   `Cargo.toml` and `.proto` files of api-service, openstack-sim,
+//!   migrations, proto, telemetry and openstack-client, and the
+//!   workspace's `Cargo.toml` and `Cargo.lock`). If missing or older (as
+//!   under `cargo test -p instanceha-engine` after a change), the tests
+//!   run `$CARGO build -p instanceha-api -p openstack-sim --bins` into the
+//!   same target directory and profile first, once per test binary. That
+//!   build resolves features for those two packages alone, so the first
+//!   time it recompiles part of the dependency tree (about three minutes
+//!   on a 2-core machine); later runs find the binaries fresh.
+//!
+//! Logs of every process go to files in the test's temporary directory;
+//! a failing test prints their ends.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use instanceha_proto::v1 as pb;
+use openstack_sim::Scenario;
+use pb::notification_service_client::NotificationServiceClient;
+use pb::vmove_service_client::VmoveServiceClient;
+use tonic::transport::Channel;
+
+use crate::fault_matrix::{Server, invariant_violations};
+use crate::harness;
+
+/// A recovery must end within this once the fault is gone.
+const PATIENCE: Duration = Duration::from_secs(120);
+const INSTANCES: usize = harness::INTERRUPTIBLE_INSTANCES;
+/// The API's replica id: the same after a restart, so that it resumes its
+/// own runs.
+const REPLICA: &str = "api-process-test";
+
+// ---------------------------------------------------------------------------
+// The binaries
+
+struct Binaries {
+    engine: PathBuf,
+    api: PathBuf,
+    sim: PathBuf,
+}
+
+fn binaries() -> &'static Binaries {
+    static BINARIES: OnceLock<Result<Binaries, String>> = OnceLock::new();
+    match BINARIES.get_or_init(locate) {
+        Ok(binaries) => binaries,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_owned()
+}
+
+fn locate() -> Result<Binaries, String> {
+    let engine = PathBuf::from(env!("CARGO_BIN_EXE_instanceha-engine"));
+    let exe = |dir: &Path, name: &str| dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if let Some(dir) = std::env::var_os("INSTANCEHA_TEST_BIN_DIR") {
+        let dir = PathBuf::from(dir);
+        let binaries = Binaries {
+            engine,
+            api: exe(&dir, "instanceha-api"),
+            sim: exe(&dir, "openstack-sim"),
+        };
+        for path in [&binaries.api, &binaries.sim] {
+            if !path.is_file() {
+                return Err(format!(
+                    "INSTANCEHA_TEST_BIN_DIR: no {} (build it with `cargo build -p instanceha-api -p openstack-sim`)",
+                    path.display()
+                ));
+            }
+        }
+        return Ok(binaries);
+    }
+    let profile_dir = engine
+        .parent()
+        .ok_or("the engine binary has no directory")?
+        .to_owned();
+    let binaries = Binaries {
+        api: exe(&profile_dir, "instanceha-api"),
+        sim: exe(&profile_dir, "openstack-sim"),
+        engine,
+    };
+    let sources = newest_source();
+    let fresh = |path: &Path| {
+        std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|built| built >= sources)
+    };
+    if fresh(&binaries.api) && fresh(&binaries.sim) {
+        return Ok(binaries);
+    }
+    build(&profile_dir)?;
+    Ok(binaries)
+}
+
+/// The newest modification time of what `instanceha-api` and
+/// `openstack-sim` are built from.
+fn newest_source() -> SystemTime {
+    fn walk(path: &Path, newest: &mut SystemTime) {
+        let Ok(meta) = std::fs::metadata(path) else {
+            return;
+        };
+        if meta.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(path) {
+                for entry in entries.flatten() {
+                    walk(&entry.path(), newest);
+                }
+            }
+        } else if let Ok(modified) = meta.modified() {
+            *newest = (*newest).max(modified);
+        }
+    }
+    let root = workspace();
+    let mut newest = SystemTime::UNIX_EPOCH;
+    walk(&root.join("Cargo.toml"), &mut newest);
+    walk(&root.join("Cargo.lock"), &mut newest);
+    for krate in [
+        "api-service",
+        "openstack-sim",
+        "migrations",
+        "proto",
+        "telemetry",
+        "openstack-client",
+    ] {
+        for part in ["src", "build.rs", "Cargo.toml", "proto"] {
+            walk(&root.join(krate).join(part), &mut newest);
+        }
+    }
+    newest
+}
+
+/// `cargo build -p instanceha-api -p openstack-sim --bins` into the target
+/// directory and profile `profile_dir` belongs to.
+fn build(profile_dir: &Path) -> Result<(), String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("no profile directory")?
+        .to_owned();
+    let above = profile_dir.parent().ok_or("no target directory")?;
+    // target/<profile> or target/<triple>/<profile>: the target directory
+    // is the one Cargo marks with CACHEDIR.TAG.
+    let (target_dir, triple) = if above.join("CACHEDIR.TAG").is_file() {
+        (above.to_owned(), None)
+    } else {
+        match above.parent() {
+            Some(root) if root.join("CACHEDIR.TAG").is_file() => (
+                root.to_owned(),
+                above.file_name().map(|n| n.to_string_lossy().into_owned()),
+            ),
+            _ => (above.to_owned(), None),
+        }
+    };
+    let log_path = std::env::temp_dir().join(format!(
+        "instanceha-process-tests-build-{}.log",
+        std::process::id()
+    ));
+    let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+    let mut command = Command::new(&cargo);
+    command
+        .current_dir(workspace())
+        .args([
+            "build",
+            "-p",
+            "instanceha-api",
+            "-p",
+            "openstack-sim",
+            "--bins",
+        ])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log);
+    match profile.as_str() {
+        "debug" => {}
+        "release" => {
+            command.arg("--release");
+        }
+        other => {
+            command.args(["--profile", other]);
+        }
+    }
+    if let Some(triple) = triple {
+        command.args(["--target", &triple]);
+    }
+    eprintln!(
+        "process tests: building instanceha-api and openstack-sim (missing or older than their sources) into {}; log {}",
+        target_dir.display(),
+        log_path.display()
+    );
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", Path::new(&cargo).display()))?;
+    let deadline = Instant::now() + Duration::from_secs(20 * 60);
+    loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(status) if status.success() => return Ok(()),
+            Some(status) => {
+                return Err(format!(
+                    "building instanceha-api and openstack-sim failed ({status}):\n{}",
+                    tail(&log_path, 40)
+                ));
+            }
+            None if Instant::now() >= deadline => {
+                let _ = child.kill();
+                return Err(format!(
+                    "building instanceha-api and openstack-sim took over 20 minutes:\n{}",
+                    tail(&log_path, 40)
+                ));
+            }
+            None => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+// ---------------------------------------------------------------------------
+// Processes
+
+/// A free TCP port on 127.0.0.1 (free when asked; PostgreSQL binds it
+/// right after: it cannot be given port 0 and say which it took).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A child process, killed (SIGKILL) when dropped.
+struct Process {
+    name: String,
+    child: std::process::Child,
+    log: PathBuf,
+    /// Where it listens, as it printed.
+    addr: SocketAddr,
+}
+
+impl Process {
+    /// Starts `program` and waits until it prints where it listens (each of
+    /// the three does, on stdout, once bound: given port 0 at first start,
+    /// they say which port they took, so no other test can take it between
+    /// a pick and the bind). stdout and stderr go to `log`.
+    fn start(name: &str, program: &Path, args: &[String], log: PathBuf) -> Process {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("a log file");
+        let mut child = Command::new(program)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+        let stdout = child.stdout.take().expect("stdout");
+        let (ready, first_line) = std::sync::mpsc::channel();
+        let copy_to = log.clone();
+        std::thread::spawn(move || {
+            let mut sink = std::fs::OpenOptions::new().append(true).open(copy_to).ok();
+            let mut ready = Some(ready);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // Logs may share stdout: wait for the line saying where it
+                // listens.
+                if line.contains(" listening on ")
+                    && let Some(ready) = ready.take()
+                {
+                    let _ = ready.send(line.clone());
+                }
+                if let Some(sink) = sink.as_mut() {
+                    let _ = writeln!(sink, "{line}");
+                }
+            }
+        });
+        let listening = first_line.recv_timeout(Duration::from_secs(60));
+        let Some(addr) = listening.as_deref().ok().and_then(listening_addr) else {
+            let status = child.try_wait().ok().flatten();
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{name} did not start ({listening:?}, exit {status:?}):\n{}",
+                tail(&log, 30)
+            );
+        };
+        Process {
+            name: name.to_owned(),
+            child,
+            log,
+            addr,
+        }
+    }
+
+    /// SIGKILL, as a crash would.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address at the end of "NAME listening on ADDR" (ADDR may be a URL,
+/// as the simulator's base URL).
+fn listening_addr(line: &str) -> Option<SocketAddr> {
+    let last = line.split_whitespace().last()?;
+    let addr = last.strip_prefix("http://").unwrap_or(last);
+    addr.trim_end_matches('/').parse().ok()
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A minimal HTTP/1.1 client for the simulator's control API.
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).expect("the simulator answers");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("an answer");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("HTTP headers");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(
+            String::from_utf8_lossy(&raw[..end])
+                .split(';')
+                .next()
+                .unwrap_or("0")
+                .trim(),
+            16,
+        )
+        .unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = end + 2;
+        out.extend_from_slice(&raw[start..(start + size).min(raw.len())]);
+        raw = &raw[(start + size + 2).min(raw.len())..];
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// A TCP proxy between the API and the engine
+
+struct Proxy {
+    port: u16,
+    shared: Arc<ProxyShared>,
+}
+
+struct ProxyShared {
+    target: SocketAddr,
+    cut: AtomicBool,
+    stop: AtomicBool,
+    open: Mutex<Vec<TcpStream>>,
+}
+
+impl Proxy {
+    fn start(target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("the proxy binds");
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(ProxyShared {
+            target,
+            cut: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            open: Mutex::new(Vec::new()),
+        });
+        let accepting = shared.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if accepting.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                if accepting.cut.load(Ordering::SeqCst) {
+                    // Refused: closed at once.
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(accepting.target) else {
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                {
+                    let mut open = accepting.open.lock().unwrap();
+                    open.extend(client.try_clone().ok());
+                    open.extend(server.try_clone().ok());
+                }
+                for (mut from, mut to) in [
+                    (client.try_clone(), server.try_clone()),
+                    (server.try_clone(), client.try_clone()),
+                ]
+                .into_iter()
+                .filter_map(|(a, b)| Some((a.ok()?, b.ok()?)))
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, shared }
+    }
+
+    /// Closes every connection and refuses new ones.
+    fn cut(&self) {
+        self.shared.cut.store(true, Ordering::SeqCst);
+        for stream in self.shared.open.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.shared.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.cut();
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A private PostgreSQL cluster
+
+struct Postgres {
+    bin: PathBuf,
+    data: PathBuf,
+    options: String,
+    log: PathBuf,
+    /// Run the server as this user (PostgreSQL refuses to run as root).
+    as_user: Option<String>,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Postgres {
+    /// A fresh cluster on a free port, or why not.
+    fn start() -> Result<Postgres, String> {
+        let bin = postgres_bin().ok_or("no initdb and pg_ctl in /usr/lib/postgresql/*/bin")?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let root = command_output("id", &["-u"]).map_err(|e| format!("id -u: {e}"))? == "0";
+        let as_user = if root {
+            // The package's own user, if there is one to switch to.
+            let uid = command_output("id", &["-u", "postgres"]).map_err(
+                |_| "running as root and there is no postgres user to run the server as",
+            )?;
+            let gid = command_output("id", &["-g", "postgres"]).map_err(|e| e.to_string())?;
+            let (uid, gid): (u32, u32) = (
+                uid.parse().map_err(|_| "a uid")?,
+                gid.parse().map_err(|_| "a gid")?,
+            );
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", dir.path().display()))?;
+            if !Path::new("/usr/sbin/runuser").is_file() && !Path::new("/sbin/runuser").is_file() {
+                return Err("running as root and runuser is missing".to_owned());
+            }
+            Some("postgres".to_owned())
+        } else {
+            None
+        };
+        let data = dir.path().join("data");
+        let log = dir.path().join("postgres.log");
+        let port = free_port();
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off",
+            dir.path().display()
+        );
+        let pg = Postgres {
+            bin,
+            data,
+            options,
+            log,
+            as_user,
+            url: format!("postgres://ha@127.0.0.1:{port}/postgres"),
+            _dir: dir,
+        };
+        pg.run(
+            "initdb",
+            &[
+                "-D",
+                &pg.data.display().to_string(),
+                "-U",
+                "ha",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+        )?;
+        pg.start_server()?;
+        Ok(pg)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> Result<(), String> {
+        let program = self.bin.join(program);
+        let mut command = match &self.as_user {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&program);
+                c
+            }
+            None => Command::new(&program),
+        };
+        let output = command
+            .args(args)
+            .current_dir(self._dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{}: {e}", program.display()))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} {args:?} failed: {}{}",
+                program.display(),
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+
+    fn start_server(&self) -> Result<(), String> {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data.display().to_string(),
+                "-l",
+                &self.log.display().to_string(),
+                "-o",
+                &self.options,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        )
+    }
+
+    fn stop_server(&self, mode: &str) -> Result<(), String> {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data.display().to_string(),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                "60",
+                "stop",
+            ],
+        )
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = self.stop_server("immediate");
+    }
+}
+
+fn postgres_bin() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_string_lossy().parse().ok()?;
+            let bin = e.path().join("bin");
+            (bin.join("initdb").is_file() && bin.join("pg_ctl").is_file()).then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+fn command_output(program: &str, args: &[&str]) -> Result<String, String> {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+// ---------------------------------------------------------------------------
+// The system as processes
+
+fn scenario() -> Scenario {
+    harness::interruptible_scenario()
+}
+
+struct System {
+    dir: tempfile::TempDir,
+    sim: Process,
+    sim_addr: SocketAddr,
+    engine: Process,
+    engine_port: u16,
+    api: Process,
+    api_port: u16,
+    /// Where the API reaches the engine (the engine, or a proxy).
+    engine_url: String,
+    database_url: String,
+    client: Client,
+}
+
+impl System {
+    /// The simulator and the engine; the API on `database_url` (SQLite in
+    /// the temporary directory when None), reaching the engine at
+    /// `engine_url(engine port)`.
+    async fn start(database_url: Option<String>, engine_url: impl FnOnce(u16) -> String) -> System {
+        let binaries = binaries();
+        let dir = tempfile::tempdir().unwrap();
+        let scenario_path = dir.path().join("scenario.json");
+        std::fs::write(
+            &scenario_path,
+            serde_json::to_string_pretty(&scenario()).unwrap(),
+        )
+        .unwrap();
+        let sim = Process::start(
+            "openstack-sim",
+            &binaries.sim,
+            &[
+                "--scenario".into(),
+                scenario_path.display().to_string(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+            ],
+            dir.path().join("sim.log"),
+        );
+        let sim_addr = sim.addr;
+
+        let auth = |user: &str, project: &str| {
+            format!(
+                "auth_url = \"http://{sim_addr}/identity/v3\"\nusername = \"{user}\"\npassword = \"secret\"\nproject_name = \"{project}\"\nuser_domain_name = \"Default\"\nproject_domain_name = \"Default\"\n"
+            )
+        };
+        let engine_config = dir.path().join("engine.toml");
+        std::fs::write(
+            &engine_config,
+            format!(
+                "[openstack]\ninterfaces = [\"public\"]\nrequest_timeout = \"2s\"\n\n[openstack.retry]\nmax_attempts = 3\ninitial_backoff = \"10ms\"\nmax_backoff = \"40ms\"\nmax_retry_after = \"100ms\"\n\n[openstack.auth]\n{}\n[openstack.service_auth]\n{}\n[recovery]\npoll_interval = \"20ms\"\nevacuation_timeout = \"30s\"\npower_timeout = \"10s\"\n\n[host_failure]\nservice_down_timeout = \"5s\"\n",
+                auth("admin", "admin"),
+                auth("nova", "service")
+            ),
+        )
+        .unwrap();
+        let engine = start_engine(dir.path(), 0);
+        let engine_port = engine.addr.port();
+
+        // On a database server of its own, the API waits at most a second
+        // for a connection, so that a restart shows as failed queries.
+        let database = if database_url.is_some() {
+            "[database]\nconnect_timeout = \"1s\"\n\n"
+        } else {
+            ""
+        };
+        let database_url = database_url
+            .unwrap_or_else(|| format!("sqlite://{}", dir.path().join("api.db").display()));
+        let engine_url = engine_url(engine_port);
+        std::fs::write(
+            dir.path().join("api.toml"),
+            format!("{database}[auth]\nmode = \"none\"\n\n[rest]\nenabled = false\n\n[dispatch]\nreplica_id = \"{REPLICA}\"\nretry_delay = \"50ms\"\nmax_retry_delay = \"200ms\"\nscan_interval = \"100ms\"\nlease = \"3s\"\nconnect_timeout = \"1s\"\n"),
+        )
+        .unwrap();
+        let api = start_api(dir.path(), 0, &database_url, &engine_url);
+        let api_port = api.addr.port();
+        let client = Client::connect(api_port).await;
+        let mut system = System {
+            dir,
+            sim,
+            sim_addr,
+            engine,
+            engine_port,
+            api,
+            api_port,
+            engine_url,
+            database_url,
+            client,
+        };
+        system.client.segment().await;
+        system
+    }
+
+    fn restart_engine(&mut self) {
+        self.engine = start_engine(self.dir.path(), self.engine_port);
+    }
+
+    async fn restart_api(&mut self) {
+        self.api = start_api(
+            self.dir.path(),
+            self.api_port,
+            &self.database_url,
+            &self.engine_url,
+        );
+        self.client = Client::connect(self.api_port).await;
+    }
+
+    fn servers(&self) -> Vec<Server> {
+        let (status, body) = http(self.sim_addr, "GET", "/sim/state", "");
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let state: serde_json::Value = serde_json::from_slice(&body).expect("the world as JSON");
+        let servers = Server::from_state(&state);
+        assert_eq!(servers.len(), INSTANCES, "the world's servers");
+        servers
+    }
+
+    /// Powers compute-01 off and reports it fenced.
+    async fn host_fails(&mut self) -> String {
+        let (status, body) = http(self.sim_addr, "POST", "/sim/hosts/compute-01/power-off", "");
+        assert!(
+            (200..300).contains(&status),
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
+        self.client.host_fails().await
+    }
+
+    /// Waits until a few instances are recovered and others are not yet.
+    async fn mid_recovery(&mut self, id: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let vmoves = self.client.vmoves(id).await;
+            let done = vmoves
+                .iter()
+                .filter(|v| harness::vmove_status(v) == pb::VmoveStatus::Succeeded)
+                .count();
+            if (2..INSTANCES).contains(&done) {
+                return;
+            }
+            assert!(
+                done < INSTANCES,
+                "the recovery finished before the fault{}",
+                self.logs()
+            );
+            assert!(Instant::now() < deadline, "no progress{}", self.logs());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the end and checks it: the invariants, `finished`, every
+    /// instance on compute-02 and unlocked.
+    async fn finishes(&mut self, id: &str) -> pb::Notification {
+        let deadline = Instant::now() + PATIENCE;
+        let n = loop {
+            let n = match self.client.notification(id).await {
+                Ok(n) => n,
+                Err(e) if e.code() == tonic::Code::NotFound => {
+                    panic!("the notification is lost: {e}{}", self.logs())
+                }
+                Err(e) => {
+                    // The API may not answer for a moment (its database
+                    // restarting); only the bound counts.
+                    assert!(
+                        Instant::now() < deadline,
+                        "the API does not answer: {e}{}",
+                        self.logs()
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            if matches!(
+                harness::status(&n),
+                pb::NotificationStatus::Finished
+                    | pb::NotificationStatus::Failed
+                    | pb::NotificationStatus::Ignored
+            ) || Instant::now() >= deadline
+            {
+                break n;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let vmoves = self.client.vmoves(id).await;
+        let servers = self.servers();
+        let violations = invariant_violations(&n, &vmoves, &servers);
+        assert!(
+            violations.is_empty(),
+            "invariants violated: {violations:?}{}",
+            self.logs()
+        );
+        assert_eq!(
+            harness::status(&n),
+            pb::NotificationStatus::Finished,
+            "{}{}",
+            n.message,
+            self.logs()
+        );
+        assert_eq!(vmoves.len(), INSTANCES);
+        eprintln!(
+            "process fault: {} finished, {} vmoves succeeded, {} run(s), vmove attempts up to {}",
+            id,
+            vmoves
+                .iter()
+                .filter(|v| harness::vmove_status(v) == pb::VmoveStatus::Succeeded)
+                .count(),
+            n.attempts,
+            vmoves.iter().map(|v| v.attempts).max().unwrap_or(0)
+        );
+        for server in &servers {
+            assert_eq!(
+                server.host.as_deref(),
+                Some("compute-02"),
+                "{} not recovered",
+                server.name
+            );
+            assert!(!server.locked, "{} left locked", server.name);
+        }
+        n
+    }
+
+    fn logs(&self) -> String {
+        [&self.sim, &self.engine, &self.api]
+            .iter()
+            .map(|p| {
+                format!(
+                    "\n--- {} ({}):\n{}",
+                    p.name,
+                    p.log.display(),
+                    tail(&p.log, 25)
+                )
+            })
+            .collect()
+    }
+}
+
+fn start_engine(dir: &Path, port: u16) -> Process {
+    Process::start(
+        "instanceha-engine",
+        &binaries().engine,
+        &[
+            "--config".into(),
+            dir.join("engine.toml").display().to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+        ],
+        dir.join("engine.log"),
+    )
+}
+
+fn start_api(dir: &Path, port: u16, database_url: &str, engine_url: &str) -> Process {
+    Process::start(
+        "instanceha-api",
+        &binaries().api,
+        &[
+            "--config".into(),
+            dir.join("api.toml").display().to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--database-url".into(),
+            database_url.to_owned(),
+            "--engine-url".into(),
+            engine_url.to_owned(),
+        ],
+        dir.join("api.log"),
+    )
+}
+
+/// The public API's clients.
+struct Client {
+    channel: Channel,
+    notifications: NotificationServiceClient<Channel>,
+    vmoves: VmoveServiceClient<Channel>,
+}
+
+impl Client {
+    async fn connect(port: u16) -> Client {
+        let channel = harness::connect(([127, 0, 0, 1], port).into()).await;
+        Client {
+            notifications: NotificationServiceClient::new(channel.clone()),
+            vmoves: VmoveServiceClient::new(channel.clone()),
+            channel,
+        }
+    }
+
+    async fn segment(&mut self) {
+        harness::auto_segment(self.channel.clone(), &["compute-01", "compute-02"]).await;
+    }
+
+    async fn host_fails(&mut self) -> String {
+        self.notifications
+            .create_notification(pb::CreateNotificationRequest {
+                r#type: pb::NotificationType::ComputeHost as i32,
+                hostname: "compute-01".into(),
+                generated_time: Some(harness::now()),
+                payload: [
+                    ("event", "STOPPED"),
+                    ("host_status", "NORMAL"),
+                    ("cluster_status", "OFFLINE"),
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+                idempotency_key: String::new(),
+            })
+            .await
+            .expect("the notification is accepted")
+            .into_inner()
+            .id
+    }
+
+    async fn notification(&mut self, id: &str) -> Result<pb::Notification, tonic::Status> {
+        self.notifications
+            .get_notification(pb::GetNotificationRequest { id: id.into() })
+            .await
+            .map(|r| r.into_inner())
+    }
+
+    /// The vmoves; none while the API does not answer.
+    async fn vmoves(&mut self, id: &str) -> Vec<pb::Vmove> {
+        self.vmoves
+            .list_vmoves(pb::ListVmovesRequest {
+                notification_id: id.into(),
+                page_size: 1000,
+                ..Default::default()
+            })
+            .await
+            .map(|r| r.into_inner().vmoves)
+            .unwrap_or_default()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The faults
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_process_killed_mid_recovery_and_started_again() {
+    let mut system = System::start(None, |port| format!("http://127.0.0.1:{port}")).await;
+    let id = system.host_fails().await;
+    system.mid_recovery(&id).await;
+    system.engine.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    system.restart_engine();
+    let n = system.finishes(&id).await;
+    assert!(n.attempts >= 2, "a second run recovered the rest");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_process_killed_mid_recovery_and_restarted_on_the_same_database() {
+    let mut system = System::start(None, |port| format!("http://127.0.0.1:{port}")).await;
+    let id = system.host_fails().await;
+    system.mid_recovery(&id).await;
+    system.api.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    system.restart_api().await;
+    system.finishes(&id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restarted_mid_recovery() {
+    let pg = match tokio::task::spawn_blocking(Postgres::start).await.unwrap() {
+        Ok(pg) => pg,
+        Err(why) => {
+            eprintln!("SKIPPED postgres_restarted_mid_recovery: {why}");
+            return;
+        }
+    };
+    let mut system = System::start(Some(pg.url.clone()), |port| {
+        format!("http://127.0.0.1:{port}")
+    })
+    .await;
+    let id = system.host_fails().await;
+    system.mid_recovery(&id).await;
+    let pg = tokio::task::spawn_blocking(move || {
+        pg.stop_server("fast").expect("PostgreSQL stops");
+        std::thread::sleep(Duration::from_secs(4));
+        pg.start_server().expect("PostgreSQL starts again");
+        pg
+    })
+    .await
+    .unwrap();
+    system.finishes(&id).await;
+    // The restart was felt: the API's queries failed meanwhile.
+    let log = std::fs::read_to_string(&system.api.log).unwrap_or_default();
+    let failures = log
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .filter(|l| {
+            ["database", "persist", "lease", "scan"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
+        .count();
+    eprintln!("postgres restart: the API logged {failures} database warning(s) meanwhile");
+    assert!(
+        failures > 0,
+        "the API never noticed the restart{}",
+        system.logs()
+    );
+    drop(pg);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_between_api_and_engine_cut_mid_recovery() {
+    let proxy: Arc<Mutex<Option<Proxy>>> = Arc::default();
+    let slot = proxy.clone();
+    let mut system = System::start(None, move |port| {
+        let started = Proxy::start(([127, 0, 0, 1], port).into());
+        let url = format!("http://127.0.0.1:{}", started.port);
+        *slot.lock().unwrap() = Some(started);
+        url
+    })
+    .await;
+    let id = system.host_fails().await;
+    system.mid_recovery(&id).await;
+    proxy.lock().unwrap().as_ref().unwrap().cut();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.lock().unwrap().as_ref().unwrap().restore();
+    system.finishes(&id).await;
+}

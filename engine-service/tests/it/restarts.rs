@@ -1,0 +1,166 @@
+//! Nothing is lost when processes die: an engine killed mid-recovery, and
+//! an API restarted mid-recovery.
+
+use std::time::Duration;
+
+use instanceha_proto::v1 as pb;
+use openstack_sim::Scenario;
+use openstack_sim::scenario::{HostSpec, InstanceSpec};
+
+use crate::harness::{
+    self, Cloud, api_settings, assert_honest, assert_status, engine_settings, start_api,
+    start_engine, vmove_status,
+};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn scenario() -> Scenario {
+    crate::harness::interruptible_scenario()
+}
+
+async fn until_some_succeeded(cloud: &mut Cloud, id: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let vmoves = cloud.vmoves(id).await;
+        let done = vmoves
+            .iter()
+            .filter(|v| vmove_status(v) == pb::VmoveStatus::Succeeded)
+            .count();
+        if done >= 2 && done < vmoves.len() {
+            return;
+        }
+        assert!(
+            done < vmoves.len() || vmoves.is_empty(),
+            "finished before the fault"
+        );
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_killed_mid_recovery_is_replaced_and_the_rest_recovered() {
+    let mut cloud = Cloud::start(scenario()).await;
+    cloud
+        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .await;
+    let n = cloud.host_fails("compute-01").await;
+    until_some_succeeded(&mut cloud, &n.id).await;
+    let addr = cloud.engine.addr;
+    cloud.engine.kill();
+    // A second engine comes up where the first one was.
+    cloud.engine = start_engine(engine_settings(&cloud.sim, addr)).await;
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    let vmoves = cloud.vmoves(&n.id).await;
+    assert_honest(&n, &vmoves);
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(vmoves.len(), 12);
+    assert!(n.attempts >= 2, "a second run recovered the rest");
+    assert!(
+        vmoves.iter().any(|v| v.attempts >= 2),
+        "unresolved instances were retried"
+    );
+    for server in cloud.sim.snapshot().instances {
+        assert_eq!(
+            server.host.as_deref(),
+            Some("compute-02"),
+            "{}",
+            server.name
+        );
+        assert!(!server.locked, "{} left locked", server.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_restarted_mid_recovery_resumes_it() {
+    let mut cloud = Cloud::start(scenario()).await;
+    cloud
+        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .await;
+    let n = cloud.host_fails("compute-01").await;
+    until_some_succeeded(&mut cloud, &n.id).await;
+    let addr = cloud.api.addr;
+    cloud.api.kill();
+    cloud.api = start_api(api_settings(&cloud.database_url, cloud.engine.addr, addr)).await;
+    cloud.reconnect().await;
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    let vmoves = cloud.vmoves(&n.id).await;
+    assert_honest(&n, &vmoves);
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(vmoves.len(), 12);
+    for server in cloud.sim.snapshot().instances {
+        assert_eq!(
+            server.host.as_deref(),
+            Some("compute-02"),
+            "{}",
+            server.name
+        );
+        assert!(!server.locked, "{} left locked", server.name);
+    }
+}
+
+/// Between the end of a rebuild and Nova's `finish_evacuation` the server
+/// shows active, no task, still on the failed host; only its migration
+/// says it is on its way. A run that starts in that window (the engine
+/// that asked was killed) must follow that evacuation, not ask for a
+/// second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evacuation_between_rebuild_and_finish_is_followed_not_repeated() {
+    // A clock that barely moves unless the test advances it, and a long
+    // finish so that the window stays open.
+    let mut scenario = Scenario::builder()
+        .speed(0.001)
+        .seed(3)
+        .host(HostSpec::new("compute-01"))
+        .host(HostSpec::new("compute-02"))
+        .instance(InstanceSpec::new("app-1", "compute-01").ha(true))
+        .build()
+        .unwrap();
+    scenario.settings.durations.finish = 100.0;
+    let mut cloud = Cloud::start(scenario).await;
+    cloud
+        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .await;
+    let id = cloud.server("app-1").id;
+    let n = cloud.host_fails("compute-01").await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while cloud.accepted_evacuations(&id) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no evacuation");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let addr = cloud.engine.addr;
+    cloud.engine.kill();
+
+    // Rebuilt, not yet moved: what a retry's listing finds.
+    cloud.sim.advance(20.0);
+    let server = cloud.server("app-1");
+    assert_eq!(server.host.as_deref(), Some("compute-01"));
+    assert_eq!(server.vm_state.as_str(), "active");
+    assert!(server.task_state.is_none(), "{:?}", server.task_state);
+
+    cloud.engine = start_engine(engine_settings(&cloud.sim, addr)).await;
+    // Wait until the second run follows the evacuation (or asks again).
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let vmoves = cloud.vmoves(&n.id).await;
+        let following = vmoves.iter().any(|v| v.attempts >= 2 && v.step == "verify");
+        if following || cloud.accepted_evacuations(&id) > 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no second run");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cloud.sim.advance(250.0);
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    let vmoves = cloud.vmoves(&n.id).await;
+    assert_honest(&n, &vmoves);
+    assert_eq!(
+        cloud.accepted_evacuations(&id),
+        1,
+        "nova was asked to evacuate app-1 again"
+    );
+    assert_status(&n, pb::NotificationStatus::Finished);
+    let server = cloud.server("app-1");
+    assert_eq!(server.host.as_deref(), Some("compute-02"));
+    assert!(!server.locked, "left locked");
+}

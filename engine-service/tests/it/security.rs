@@ -1,0 +1,198 @@
+//! TLS on the public API and mutual TLS between the API and the engine,
+//! with certificates generated for the test.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use instanceha_proto::tls::{ClientTlsSettings, ServerTlsSettings};
+use instanceha_proto::v1 as pb;
+use openstack_sim::Scenario;
+use openstack_sim::scenario::{HostSpec, InstanceSpec};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+
+use crate::harness::{
+    self, Cloud, api_settings, assert_status, engine_settings, fast, start_api, start_engine,
+    status,
+};
+
+/// A CA, and certificates it signed for a server and a client.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "instance-ha test CA");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        for (name, san) in [("server", "localhost"), ("client", "instanceha-api")] {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(vec![san.to_owned()]).unwrap();
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, san);
+            let cert = params.signed_by(&key, &issuer).unwrap();
+            std::fs::write(dir.path().join(format!("{name}.pem")), cert.pem()).unwrap();
+            std::fs::write(dir.path().join(format!("{name}.key")), key.serialize_pem()).unwrap();
+        }
+        Self { dir }
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+
+    fn server(&self, client_ca: bool) -> ServerTlsSettings {
+        ServerTlsSettings {
+            cert_file: Some(self.path("server.pem")),
+            key_file: Some(self.path("server.key")),
+            client_ca_file: client_ca.then(|| self.path("ca.pem")),
+        }
+    }
+
+    fn client(&self, with_certificate: bool) -> ClientTlsSettings {
+        ClientTlsSettings {
+            ca_file: Some(self.path("ca.pem")),
+            cert_file: with_certificate.then(|| self.path("client.pem")),
+            key_file: with_certificate.then(|| self.path("client.key")),
+            domain_name: Some("localhost".to_owned()),
+        }
+    }
+}
+
+fn scenario() -> Scenario {
+    fast(
+        Scenario::builder()
+            .host(HostSpec::new("compute-01"))
+            .host(HostSpec::new("compute-02"))
+            .instance(InstanceSpec::new("web-1", "compute-01").ha(true)),
+    )
+}
+
+fn ca(path: &Path) -> Certificate {
+    Certificate::from_pem(std::fs::read(path).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_public_api_serves_tls_and_refuses_plaintext() {
+    let pki = Pki::new();
+    let server_tls = pki.server(false);
+    let cloud = Cloud::start_with(scenario(), |_| {}, |api| api.tls = server_tls).await;
+    // A client trusting the CA talks to it.
+    let channel = Channel::from_shared(format!("https://localhost:{}", cloud.api.addr.port()))
+        .unwrap()
+        .tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(ca(&pki.path("ca.pem")))
+                .domain_name("localhost"),
+        )
+        .unwrap()
+        .connect()
+        .await
+        .expect("a TLS connection");
+    let mut segments = pb::segment_service_client::SegmentServiceClient::new(channel);
+    segments
+        .list_segments(pb::ListSegmentsRequest::default())
+        .await
+        .expect("a call over TLS");
+    // Plaintext gets nowhere.
+    let plain = Channel::from_shared(format!("http://{}", cloud.api.addr))
+        .unwrap()
+        .connect()
+        .await;
+    let refused = match plain {
+        Err(_) => true,
+        Ok(channel) => pb::segment_service_client::SegmentServiceClient::new(channel)
+            .list_segments(pb::ListSegmentsRequest::default())
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a plaintext call was answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_link_needs_the_api_client_certificate() {
+    let pki = Pki::new();
+    // An engine that requires client certificates signed by the CA.
+    let server_tls = pki.server(true);
+    let mut cloud = Cloud::start_with(
+        scenario(),
+        |engine| engine.tls = server_tls.clone(),
+        |api| {
+            api.dispatch.engine_url = api
+                .dispatch
+                .engine_url
+                .replace("http://127.0.0.1", "https://localhost");
+            api.dispatch.tls = pki.client(true);
+        },
+    )
+    .await;
+    cloud
+        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .await;
+    let n = cloud.host_fails("compute-01").await;
+    let n = cloud.terminal(&n.id, Duration::from_secs(30)).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+
+    // The same engine refuses an API without a client certificate: the
+    // notification waits in `error`, retried, and says why.
+    let engine = start_engine({
+        let mut settings = engine_settings(&cloud.sim, "127.0.0.1:0".parse().unwrap());
+        settings.tls = pki.server(true);
+        settings
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = api_settings(
+        &format!("sqlite://{}", dir.path().join("other.db").display()),
+        engine.addr,
+        "127.0.0.1:0".parse().unwrap(),
+    );
+    settings.dispatch.engine_url = format!("https://localhost:{}", engine.addr.port());
+    settings.dispatch.tls = pki.client(false);
+    let api = start_api(settings).await;
+    cloud.api = api;
+    cloud.reconnect().await;
+    cloud
+        .segment(pb::RecoveryMethod::Auto, &[("compute-02", false)])
+        .await;
+    cloud.sim.power_off("compute-02").unwrap();
+    let n = cloud
+        .report(
+            pb::NotificationType::ComputeHost,
+            "compute-02",
+            &[("event", "STOPPED"), ("host_status", "NORMAL")],
+        )
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let current = cloud.notification(&n.id).await;
+        if status(&current) == pb::NotificationStatus::Error {
+            assert!(
+                current.message.contains("unreachable"),
+                "{}",
+                current.message
+            );
+            break;
+        }
+        assert_ne!(
+            status(&current),
+            pb::NotificationStatus::Finished,
+            "recovered without a client certificate"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still {:?}",
+            status(&current)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(engine);
+}

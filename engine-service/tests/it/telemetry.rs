@@ -1,0 +1,192 @@
+//! One trace from the agent's request through the API and the engine to
+//! each Nova call, and the metrics after a recovery, scraped the way
+//! Prometheus does.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use instanceha_proto::v1 as pb;
+use instanceha_telemetry::opentelemetry::trace::{SpanId, TraceId};
+use instanceha_telemetry::{LogSettings, Pipelines, TelemetrySettings};
+use openstack_sim::Scenario;
+use openstack_sim::scenario::{HostSpec, InstanceSpec};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use tonic::Request;
+
+use crate::harness::{self, Cloud, assert_status, fast, now};
+
+/// The process-wide pipelines with an in-memory span exporter (installed
+/// once for the whole test binary).
+pub(crate) fn installed() -> &'static (InMemorySpanExporter, instanceha_telemetry::Registry) {
+    static INSTALLED: OnceLock<(InMemorySpanExporter, instanceha_telemetry::Registry)> =
+        OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let spans = InMemorySpanExporter::default();
+        let pipelines =
+            instanceha_telemetry::pipelines("tests", &TelemetrySettings::default()).unwrap();
+        let registry = pipelines.registry.clone();
+        let pipelines = Pipelines {
+            tracer: SdkTracerProvider::builder()
+                .with_simple_exporter(spans.clone())
+                .build(),
+            ..pipelines
+        };
+        let log = LogSettings {
+            filter: "warn".to_owned(),
+            ..LogSettings::default()
+        };
+        // Kept for the life of the test binary.
+        std::mem::forget(instanceha_telemetry::install("tests", &log, pipelines).unwrap());
+        (spans, registry)
+    })
+}
+
+fn of_trace(spans: &InMemorySpanExporter, trace: TraceId) -> Vec<SpanData> {
+    spans
+        .get_finished_spans()
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.span_context.trace_id() == trace)
+        .collect()
+}
+
+fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
+    spans.iter().filter(|s| s.name == name).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
+    let (spans, registry) = installed();
+    let scenario = fast(
+        Scenario::builder()
+            .host(HostSpec::new("compute-01"))
+            .host(HostSpec::new("compute-02"))
+            .instance(InstanceSpec::new("web-1", "compute-01").ha(true)),
+    );
+    let mut cloud = Cloud::start(scenario).await;
+    cloud
+        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .await;
+    cloud.sim.power_off("compute-01").unwrap();
+
+    let trace = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
+    let agent_span = SpanId::from_hex("00f067aa0ba902b7").unwrap();
+    let mut request = Request::new(pb::CreateNotificationRequest {
+        r#type: pb::NotificationType::ComputeHost as i32,
+        hostname: "compute-01".into(),
+        generated_time: Some(now()),
+        payload: [
+            ("event", "STOPPED"),
+            ("host_status", "NORMAL"),
+            ("cluster_status", "OFFLINE"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        idempotency_key: String::new(),
+    });
+    request.metadata_mut().insert(
+        "traceparent",
+        format!("00-{trace}-{agent_span}-01").parse().unwrap(),
+    );
+    request
+        .metadata_mut()
+        .insert("baggage", "tenant=ops".parse().unwrap());
+    let n = cloud
+        .notifications
+        .create_notification(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let n = cloud.terminal(&n.id, Duration::from_secs(30)).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+
+    // The engine's run span closes once the API has acknowledged Done.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let collected = loop {
+        let collected = of_trace(spans, trace);
+        if !named(&collected, "recovery.run").is_empty()
+            && !named(&collected, "dispatch.run").is_empty()
+        {
+            break collected;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "spans: {:?}",
+            collected.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let one = |name: &str| -> &SpanData {
+        let found = named(&collected, name);
+        assert_eq!(
+            found.len(),
+            1,
+            "one {name} span: {:?}",
+            collected.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        found[0]
+    };
+    let create = one("instanceha.v1.NotificationService/CreateNotification");
+    let dispatch = one("dispatch.run");
+    let run = one("recovery.run");
+    let instance = one("recovery.instance");
+    let evacuate = one("nova servers.action.evacuate");
+    // Parent links in order: agent -> create -> dispatch -> run -> instance -> evacuate.
+    assert_eq!(create.parent_span_id, agent_span);
+    assert_eq!(dispatch.parent_span_id, create.span_context.span_id());
+    assert_eq!(run.parent_span_id, dispatch.span_context.span_id());
+    assert_eq!(instance.parent_span_id, run.span_context.span_id());
+    assert_eq!(evacuate.parent_span_id, instance.span_context.span_id());
+    let attribute = |span: &SpanData, key: &str| {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.to_string())
+    };
+    assert_eq!(attribute(dispatch, "notification_id"), Some(n.id.clone()));
+    assert_eq!(attribute(run, "host"), Some("compute-01".to_owned()));
+    assert!(attribute(instance, "instance_id").is_some());
+    assert!(
+        attribute(evacuate, "openstack.request_id").is_some(),
+        "{:?}",
+        evacuate.attributes
+    );
+    // The simulator saw the trace on Nova's evacuate call.
+    let evacuate_call = cloud
+        .sim
+        .request_log(None)
+        .into_iter()
+        .find(|r| r.action.as_deref() == Some("evacuate"))
+        .unwrap();
+    let traceparent = evacuate_call
+        .traceparent
+        .expect("a traceparent on the evacuate call");
+    assert!(traceparent.contains(&trace.to_string()), "{traceparent}");
+    assert!(traceparent.contains(&evacuate.span_context.span_id().to_string()));
+
+    // The metrics, as Prometheus scrapes them.
+    let addr =
+        instanceha_telemetry::serve_registry(registry.clone(), "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for expected in [
+        "instanceha_notifications_total{status=\"finished\",type=\"COMPUTE_HOST\"}",
+        "instanceha_vmoves_total{status=\"succeeded\",type=\"evacuation\"}",
+        "instanceha_instance_recovery_duration_seconds_bucket",
+        "instanceha_notification_recovery_duration_seconds_count",
+        "instanceha_openstack_requests_total{operation=\"servers.action.evacuate\",service=\"nova\",status=\"ok\"}",
+        "instanceha_openstack_request_duration_seconds_bucket",
+        "instanceha_dispatch_runs_total{end=\"done\"}",
+        "instanceha_dispatch_streams_open",
+        "instanceha_engine_instances_in_flight",
+    ] {
+        assert!(text.contains(expected), "{expected} missing from:\n{text}");
+    }
+}
