@@ -1,0 +1,477 @@
+//! `instanceha demo`: the whole system in one process, over loopback. It
+//! starts a simulated cloud (`openstack-sim`), `instanceha-engine` and
+//! `instanceha-api` (on an SQLite file in a temporary directory), registers
+//! the hosts, powers a compute host off, sends the notification a
+//! monitoring agent would send, and shows the recovery live with the same
+//! display as `notification watch`. `--inject` shows the honest failure
+//! path. No network, database server or configuration is needed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chrono::Utc;
+use clap::{Args, ValueEnum};
+use instanceha_api::auth::{AuthMode, token_sha256};
+use instanceha_engine::openstack::OpenStack;
+use instanceha_engine::openstack::credentials::{AuthSettings, Secret};
+use instanceha_engine::recovery::Engine;
+use openstack_sim::scenario::{HostSpec, InstanceSpec};
+use openstack_sim::{
+    ErrorBody, EvacuationFailure, FaultEffect, FaultRule, FaultService, Scenario, Sim,
+};
+use tokio::sync::oneshot;
+
+use crate::client::Client;
+use crate::commands::Context;
+use crate::config::{Settings, Token};
+use crate::error::{Error, Exit};
+use crate::resources::{NewHost, NewNotification, NewSegment, NotificationType, RecoveryMethod};
+use crate::watch::{self, state::Outcome};
+
+/// A failure to inject into the simulated cloud.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Fault {
+    /// Nova answers 503 to every read of one instance (the seed bug report's
+    /// test plan): that instance cannot be confirmed and fails.
+    #[value(name = "nova-503")]
+    Nova503,
+    /// Keystone answers 503 and every token is revoked: nothing can be done.
+    #[value(name = "keystone-503")]
+    Keystone503,
+    /// Nova answers 503 to locking one instance.
+    #[value(name = "lock-503")]
+    Lock503,
+    /// Nova answers 503 to evacuating one instance.
+    #[value(name = "evacuate-503")]
+    Evacuate503,
+    /// Nova answers 503 to unlocking one instance: recovered, but left locked.
+    #[value(name = "unlock-503")]
+    Unlock503,
+    /// Nova's claim on the reserved host fails for one instance: it falls
+    /// back to a host the scheduler picks.
+    #[value(name = "claim-failure")]
+    ClaimFailure,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            self.to_possible_value()
+                .expect("every fault has a name")
+                .get_name(),
+        )
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// HA instances on the failed host (besides one that is not HA-enabled);
+    /// a mix of image-backed, boot-from-volume with a stale attachment (the
+    /// field bug), boot-from-volume, and stopped instances
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=2000))]
+    pub instances: u32,
+    /// How much faster than real time the simulated cloud runs
+    #[arg(long, default_value_t = 4.0)]
+    pub speed: f64,
+    /// Inject a failure to see the honest failure path
+    #[arg(long, value_enum)]
+    pub inject: Option<Fault>,
+    /// Leave the three services running afterwards and print how to reach
+    /// them (stop with Ctrl-C)
+    #[arg(long)]
+    pub keep_running: bool,
+    /// Seed of the simulated cloud's random choices
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// The failed host, its healthy neighbour and the spare.
+const FAILED: &str = "compute-01";
+const NEIGHBOUR: &str = "compute-02";
+const SPARE: &str = "compute-03";
+
+/// The demo's cloud: `instances` HA instances on the failed host.
+pub fn scenario(instances: u32, speed: f64, seed: u64) -> Result<Scenario, String> {
+    let mut builder = Scenario::builder()
+        .speed(speed)
+        .seed(seed)
+        .host(HostSpec::new(FAILED))
+        .host(HostSpec::new(NEIGHBOUR))
+        .host(HostSpec::new(SPARE).disabled("reserved for instance HA"));
+    for i in 0..instances {
+        let n = i / 4 + 1;
+        let spec = match i % 4 {
+            0 => InstanceSpec::new(&format!("web-{n}"), FAILED),
+            1 => InstanceSpec::new(&format!("db-{n}"), FAILED).stale_attachment(),
+            2 => InstanceSpec::new(&format!("app-{n}"), FAILED).boot_from_volume(),
+            _ => InstanceSpec::new(&format!("batch-{n}"), FAILED).vm_state("stopped"),
+        };
+        builder = builder.instance(spec.ha(true));
+    }
+    builder = builder.instance(InstanceSpec::new("scratch-1", FAILED).ha(false));
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// A service on its own runtime, so the demo's services run like the three
+/// processes they are in production.
+struct Service {
+    runtime: Option<tokio::runtime::Runtime>,
+    addr: SocketAddr,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Demo(format!("cannot start a runtime: {e}")))
+}
+
+async fn start_engine(sim: &Sim, speed: f64) -> Result<Service, Error> {
+    let mut settings = instanceha_engine::config::Settings {
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        ..Default::default()
+    };
+    let user = |name: &str, project: &str| AuthSettings {
+        auth_url: Some(sim.auth_url()),
+        username: Some(name.to_owned()),
+        password: Some(Secret::new("secret")),
+        project_name: Some(project.to_owned()),
+        user_domain_name: Some("Default".to_owned()),
+        project_domain_name: Some("Default".to_owned()),
+        ..AuthSettings::default()
+    };
+    settings.openstack.auth = user("admin", "admin");
+    settings.openstack.service_auth = Some(user("nova", "service"));
+    settings.openstack.interfaces = vec!["public".to_owned()];
+    // Polls at the simulated cloud's pace, as one second would be in real
+    // time; retries are short so that the failure path shows quickly.
+    settings.recovery.poll_interval = Duration::from_secs_f64((1.0 / speed).max(0.02));
+    settings.openstack.retry.initial_backoff = Duration::from_millis(100);
+    settings.openstack.retry.max_backoff = Duration::from_millis(400);
+    settings.openstack.retry.max_retry_after = Duration::from_secs(1);
+    let (credentials, service, client) = settings
+        .openstack_client(&BTreeMap::new())
+        .map_err(|e| Error::Demo(e.to_string()))?;
+    let runtime = runtime()?;
+    let (tx, rx) = oneshot::channel();
+    runtime.spawn(async move {
+        let started = async {
+            let openstack =
+                OpenStack::new(credentials, service, client).map_err(|e| e.to_string())?;
+            let engine = Engine::new(
+                openstack,
+                settings.recovery_settings(),
+                settings.recovery.max_concurrent_instances_total,
+            );
+            instanceha_engine::server::Server::bind(settings.listen, engine)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match started.await {
+            Ok(server) => {
+                let _ = tx.send(Ok(server.local_addr()));
+                if let Err(e) = server.run(std::future::pending::<()>()).await {
+                    eprintln!("instanceha-engine stopped: {e}");
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+    });
+    let addr = rx
+        .await
+        .map_err(|_| Error::Demo("the engine did not start".to_owned()))?
+        .map_err(|e| Error::Demo(format!("the engine did not start: {e}")))?;
+    Ok(Service {
+        runtime: Some(runtime),
+        addr,
+    })
+}
+
+async fn start_api(
+    database: &std::path::Path,
+    tokens: &std::path::Path,
+    engine: SocketAddr,
+) -> Result<Service, Error> {
+    let mut settings = instanceha_api::config::Settings {
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        ..Default::default()
+    };
+    settings.database.url = format!("sqlite://{}", database.display());
+    // Demos may run side by side; Masakari's fixed REST port would clash.
+    settings.rest.listen = "127.0.0.1:0".parse().expect("an address");
+    settings.auth.mode = AuthMode::Static;
+    settings.auth.static_tokens_file = Some(tokens.to_owned());
+    settings.dispatch.engine_url = format!("http://{engine}");
+    settings.dispatch.replica_id = Some("demo".to_owned());
+    settings.dispatch.retry_delay = Duration::from_millis(200);
+    settings.dispatch.scan_interval = Duration::from_millis(500);
+    let runtime = runtime()?;
+    let (tx, rx) = oneshot::channel();
+    runtime.spawn(async move {
+        match instanceha_api::server::Server::bind(&settings).await {
+            Ok(server) => {
+                let _ = tx.send(Ok(server.local_addr()));
+                if let Err(e) = server.run(std::future::pending::<()>()).await {
+                    eprintln!("instanceha-api stopped: {e}");
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e.to_string()));
+            }
+        }
+    });
+    let addr = rx
+        .await
+        .map_err(|_| Error::Demo("the API did not start".to_owned()))?
+        .map_err(|e| Error::Demo(format!("the API did not start: {e}")))?;
+    Ok(Service {
+        runtime: Some(runtime),
+        addr,
+    })
+}
+
+fn unavailable() -> FaultEffect {
+    FaultEffect::Error {
+        status: 503,
+        body: ErrorBody::Json,
+        message: None,
+        retry_after: None,
+    }
+}
+
+/// Installs `fault`; returns what to expect, for the operator.
+fn inject(sim: &Sim, fault: Fault) -> Result<String, Error> {
+    let snapshot = sim.snapshot();
+    let victim = snapshot
+        .instance_by_name("web-1")
+        .ok_or_else(|| Error::Demo("the demo cloud has no web-1".to_owned()))?
+        .id
+        .clone();
+    let action = |name: &str| {
+        FaultRule::new(
+            FaultService::Compute,
+            Some("POST"),
+            Some("/servers/*/action"),
+            unavailable(),
+        )
+        .action(name)
+        .instance(&victim)
+    };
+    let fail = |e: openstack_sim::Error| Error::Demo(format!("cannot inject {fault}: {e}"));
+    let expect = match fault {
+        Fault::Nova503 => {
+            sim.inject_fault(
+                FaultRule::new(
+                    FaultService::Compute,
+                    Some("GET"),
+                    Some("/servers/*"),
+                    unavailable(),
+                )
+                .instance(&victim),
+            )
+            .map_err(fail)?;
+            "Nova answers 503 to every read of web-1: its recovery cannot be confirmed"
+        }
+        Fault::Keystone503 => {
+            sim.inject_fault(FaultRule::new(
+                FaultService::Identity,
+                Some("POST"),
+                Some("/auth/tokens"),
+                unavailable(),
+            ))
+            .map_err(fail)?;
+            sim.revoke_all_tokens();
+            "Keystone answers 503 and every token is revoked: nothing can be done"
+        }
+        Fault::Lock503 => {
+            sim.inject_fault(action("lock")).map_err(fail)?;
+            "Nova answers 503 to locking web-1"
+        }
+        Fault::Evacuate503 => {
+            sim.inject_fault(action("evacuate")).map_err(fail)?;
+            "Nova answers 503 to evacuating web-1"
+        }
+        Fault::Unlock503 => {
+            sim.inject_fault(action("unlock")).map_err(fail)?;
+            "Nova answers 503 to unlocking web-1: recovered, but left locked"
+        }
+        Fault::ClaimFailure => {
+            sim.set_evacuation_failure(&victim, Some(EvacuationFailure::Claim))
+                .map_err(fail)?;
+            "Nova's claim for web-1 on the spare fails: it falls back to the scheduler"
+        }
+    };
+    Ok(expect.to_owned())
+}
+
+pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
+    if !(args.speed > 0.0 && args.speed <= 1000.0) {
+        return Err(Error::Demo(format!(
+            "--speed must be above 0 and at most 1000 (got {})",
+            args.speed
+        )));
+    }
+    let scenario = scenario(args.instances, args.speed, args.seed).map_err(Error::Demo)?;
+    let dir =
+        tempfile::tempdir().map_err(|e| Error::Demo(format!("no temporary directory: {e}")))?;
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "[[token]]\nname = \"demo-operator\"\nsha256 = \"{}\"\nroles = [\"admin\"]\n",
+            token_sha256(&token)
+        ),
+    )
+    .map_err(|e| Error::Demo(format!("cannot write the demo's token file: {e}")))?;
+
+    let sim = Sim::start(scenario, "127.0.0.1:0".parse().expect("an address"))
+        .await
+        .map_err(|e| Error::Demo(format!("the simulated cloud did not start: {e}")))?;
+    let engine = start_engine(&sim, args.speed).await?;
+    let api = start_api(&dir.path().join("instanceha.db"), &tokens, engine.addr).await?;
+
+    let settings = Settings {
+        endpoint: format!("http://{}", api.addr),
+        token: Some(Token::new(token.clone())),
+        ..ctx.settings.clone()
+    };
+    let client = Client::new(&settings)?;
+    let segment = client
+        .create_segment(NewSegment {
+            name: "demo".to_owned(),
+            description: Some("two compute hosts and a spare".to_owned()),
+            service_type: "COMPUTE".to_owned(),
+            recovery_method: RecoveryMethod::RhPriority,
+            enabled: true,
+        })
+        .await?;
+    for (name, reserved) in [(FAILED, false), (NEIGHBOUR, false), (SPARE, true)] {
+        client
+            .create_host(NewHost {
+                segment_id: segment.id.clone(),
+                name: name.to_owned(),
+                host_type: "COMPUTE".to_owned(),
+                control_attributes: "SSH".to_owned(),
+                reserved,
+                on_maintenance: false,
+            })
+            .await?;
+    }
+
+    let mut intro = format!(
+        "instance-ha demo: a simulated cloud at {}x real time, instanceha-engine on {}, instanceha-api on {}\n\
+         segment \"demo\" (rh_priority): {FAILED} and {NEIGHBOUR}, spare {SPARE}; {} HA instance(s) and 1 unprotected on {FAILED}\n",
+        args.speed, engine.addr, api.addr, args.instances
+    );
+    if let Some(fault) = args.inject {
+        intro.push_str(&format!("injected: {fault}: {}\n", inject(&sim, fault)?));
+    }
+    intro.push_str(&format!(
+        "powering {FAILED} off and reporting it as a fenced host monitor would...\n\n"
+    ));
+    if ctx.format() == crate::output::Format::Table {
+        ctx.print(&intro)?;
+    } else {
+        eprint!("{intro}");
+    }
+    sim.power_off(FAILED)
+        .map_err(|e| Error::Demo(format!("cannot power {FAILED} off: {e}")))?;
+    let notification = client
+        .create_notification(NewNotification {
+            notification_type: NotificationType::ComputeHost,
+            hostname: FAILED.to_owned(),
+            generated_time: Utc::now(),
+            payload: BTreeMap::from([
+                ("event".to_owned(), "STOPPED".to_owned()),
+                ("host_status".to_owned(), "NORMAL".to_owned()),
+                ("cluster_status".to_owned(), "OFFLINE".to_owned()),
+            ]),
+            idempotency_key: None,
+        })
+        .await?;
+    let format = ctx.format();
+    let terminal = ctx.stdout_is_terminal;
+    let outcome = watch::watch(
+        &client,
+        &notification.id,
+        format,
+        terminal,
+        ctx.out.as_mut(),
+    )
+    .await?;
+
+    if args.keep_running {
+        let text = format!(
+            "\nthe services keep running (Ctrl-C to stop):\n  \
+             instanceha-api (gRPC)   {}\n  instanceha-engine       {}\n  openstack-sim           {}  (control API under /sim/, see openstack-sim/README.md)\n\n\
+             try:\n  export INSTANCEHA_ENDPOINT=http://{} INSTANCEHA_TOKEN={token}\n  \
+             instanceha notification list\n  instanceha vmove list {}\n  \
+             curl -s {}/sim/state | head -c 600\n",
+            api.addr,
+            engine.addr,
+            sim.base_url(),
+            api.addr,
+            notification.id,
+            sim.base_url(),
+        );
+        ctx.print(&text)?;
+        tokio::signal::ctrl_c()
+            .await
+            .map_err(|e| Error::Demo(format!("cannot wait for Ctrl-C: {e}")))?;
+    }
+    drop(api);
+    drop(engine);
+    sim.shutdown().await;
+    Ok(match outcome {
+        Outcome::Finished | Outcome::Ignored => Exit::Ok,
+        Outcome::Failed => Exit::RecoveryFailed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scenario_mixes_instance_kinds() {
+        let scenario = scenario(8, 4.0, 1).unwrap();
+        let names: Vec<&str> = scenario.instances.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "web-1",
+                "db-1",
+                "app-1",
+                "batch-1",
+                "web-2",
+                "db-2",
+                "app-2",
+                "batch-2",
+                "scratch-1"
+            ]
+        );
+        assert!(scenario.instances[1].stale_attachment);
+        assert_eq!(scenario.instances[3].vm_state, "stopped");
+        assert_eq!(scenario.instances[8].ha_enabled, Some(false));
+    }
+
+    #[test]
+    fn fault_names_are_the_flags() {
+        assert_eq!(Fault::Nova503.to_string(), "nova-503");
+        assert_eq!(Fault::ClaimFailure.to_string(), "claim-failure");
+    }
+}

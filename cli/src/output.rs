@@ -1,0 +1,410 @@
+//! Rendering records for the terminal or for scripts: `table` (lists as
+//! tables with the columns an operator expects, one record as a two-column
+//! field/value table), `json` and `yaml` (the whole record, stable field
+//! names, lists as arrays).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use clap::ValueEnum;
+use comfy_table::{ContentArrangement, Table};
+use serde::Serialize;
+
+use crate::resources::{Host, Notification, ProgressEvent, Segment, Vmove};
+
+/// How results are printed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "lowercase")]
+pub enum Format {
+    /// Readable tables.
+    #[default]
+    Table,
+    /// JSON (lists are arrays).
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot encode the result as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot encode the result as YAML: {0}")]
+    Yaml(#[from] serde_yaml_ng::Error),
+}
+
+/// A record with a table form.
+pub trait Tabular {
+    /// The columns of a list.
+    const COLUMNS: &'static [&'static str];
+    /// One list row, in `COLUMNS` order.
+    fn row(&self) -> Vec<String>;
+    /// Every field, for `show`.
+    fn fields(&self) -> Vec<(&'static str, String)>;
+    /// Tables printed under the fields (for example progress events).
+    fn detail_tables(&self) -> Vec<(String, Table)> {
+        Vec::new()
+    }
+}
+
+/// OpenStack client's look: ASCII boxes, a line under the header, none
+/// between rows.
+const OPENSTACK_STYLE: &str = "||--+-++|    ++++++";
+
+/// A table in the house look, wrapped to the terminal's width when there is
+/// one.
+pub fn new_table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(OPENSTACK_STYLE)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.iter().copied());
+    // A terminal that reports no usable width (a bare pty, a serial
+    // console) would squeeze every column to one character: do not wrap.
+    if table.width().is_some_and(|width| width < MIN_WRAP_WIDTH) {
+        table.set_content_arrangement(ContentArrangement::Disabled);
+    }
+    table
+}
+
+/// Narrower terminals get unwrapped tables.
+const MIN_WRAP_WIDTH: u16 = 40;
+
+/// A timestamp as RFC 3339 to the second, `-` when absent.
+pub fn when(at: Option<DateTime<Utc>>) -> String {
+    at.map(|at| at.to_rfc3339_opts(SecondsFormat::Secs, true))
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+/// An enum value or `-` for one this CLI does not know.
+pub fn name_of<T: ToString>(value: Option<T>) -> String {
+    value
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+/// Empty text as `-`, so that columns never look misaligned.
+pub fn text(value: &str) -> String {
+    if value.is_empty() {
+        "-".to_owned()
+    } else {
+        value.to_owned()
+    }
+}
+
+impl Format {
+    /// The machine-readable encoding, `None` for tables.
+    pub fn encoding(self) -> Option<Encoding> {
+        match self {
+            Self::Table => None,
+            Self::Json => Some(Encoding::Json),
+            Self::Yaml => Some(Encoding::Yaml),
+        }
+    }
+}
+
+/// A machine-readable output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Json,
+    Yaml,
+}
+
+/// `value` as pretty JSON or as a YAML document, ending in a newline.
+pub fn encode<T: Serialize + ?Sized>(encoding: Encoding, value: &T) -> Result<String, Error> {
+    Ok(match encoding {
+        Encoding::Json => serde_json::to_string_pretty(value)? + "\n",
+        Encoding::Yaml => serde_yaml_ng::to_string(value)?,
+    })
+}
+
+/// A list in `format`.
+pub fn render_list<T: Tabular + Serialize>(format: Format, items: &[T]) -> Result<String, Error> {
+    if let Some(encoding) = format.encoding() {
+        return encode(encoding, items);
+    }
+    let mut table = new_table(T::COLUMNS);
+    for item in items {
+        table.add_row(item.row());
+    }
+    Ok(format!("{table}\n"))
+}
+
+/// One record in `format`.
+pub fn render_one<T: Tabular + Serialize>(format: Format, item: &T) -> Result<String, Error> {
+    if let Some(encoding) = format.encoding() {
+        return encode(encoding, item);
+    }
+    let mut table = new_table(&["Field", "Value"]);
+    for (field, value) in item.fields() {
+        table.add_row(vec![field.to_owned(), value]);
+    }
+    let mut out = format!("{table}\n");
+    for (title, detail) in item.detail_tables() {
+        out.push_str(&format!("\n{title}\n{detail}\n"));
+    }
+    Ok(out)
+}
+
+// ---- the resources' table forms --------------------------------------------------
+
+impl Tabular for Segment {
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "name",
+        "recovery_method",
+        "service_type",
+        "enabled",
+        "description",
+    ];
+
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.name.clone(),
+            name_of(self.recovery_method),
+            self.service_type.clone(),
+            self.enabled.to_string(),
+            text(&self.description),
+        ]
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("id", self.id.clone()),
+            ("name", self.name.clone()),
+            ("description", text(&self.description)),
+            ("service_type", self.service_type.clone()),
+            ("recovery_method", name_of(self.recovery_method)),
+            ("enabled", self.enabled.to_string()),
+            ("created_at", when(self.created_at)),
+            ("updated_at", when(self.updated_at)),
+        ]
+    }
+}
+
+impl Tabular for Host {
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "name",
+        "segment_id",
+        "type",
+        "control_attributes",
+        "reserved",
+        "on_maintenance",
+    ];
+
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.name.clone(),
+            self.segment_id.clone(),
+            self.host_type.clone(),
+            text(&self.control_attributes),
+            self.reserved.to_string(),
+            self.on_maintenance.to_string(),
+        ]
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("id", self.id.clone()),
+            ("name", self.name.clone()),
+            ("segment_id", self.segment_id.clone()),
+            ("type", self.host_type.clone()),
+            ("control_attributes", text(&self.control_attributes)),
+            ("reserved", self.reserved.to_string()),
+            ("on_maintenance", self.on_maintenance.to_string()),
+            ("created_at", when(self.created_at)),
+            ("updated_at", when(self.updated_at)),
+        ]
+    }
+}
+
+impl Tabular for Notification {
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "type",
+        "hostname",
+        "status",
+        "generated_time",
+        "message",
+    ];
+
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            name_of(self.notification_type),
+            self.hostname.clone(),
+            name_of(self.status),
+            when(self.generated_time),
+            text(&self.message),
+        ]
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let payload = self
+            .payload
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        vec![
+            ("id", self.id.clone()),
+            ("type", name_of(self.notification_type)),
+            ("hostname", self.hostname.clone()),
+            ("status", name_of(self.status)),
+            ("message", text(&self.message)),
+            ("generated_time", when(self.generated_time)),
+            ("payload", text(&payload)),
+            ("source_host_id", text(&self.source_host_id)),
+            ("segment_id", text(&self.segment_id)),
+            ("attempts", self.attempts.to_string()),
+            ("created_at", when(self.created_at)),
+            ("updated_at", when(self.updated_at)),
+        ]
+    }
+
+    fn detail_tables(&self) -> Vec<(String, Table)> {
+        let title = format!("progress events ({})", self.progress_events.len());
+        let mut table = new_table(ProgressEvent::COLUMNS);
+        for event in &self.progress_events {
+            table.add_row(event.row());
+        }
+        vec![(title, table)]
+    }
+}
+
+impl Tabular for ProgressEvent {
+    const COLUMNS: &'static [&'static str] =
+        &["sequence", "time", "task", "state", "instance", "message"];
+
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.sequence.to_string(),
+            when(self.time),
+            self.task.clone(),
+            self.state.clone(),
+            text(&self.instance_id),
+            text(&self.message),
+        ]
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        Self::COLUMNS.iter().copied().zip(self.row()).collect()
+    }
+}
+
+impl Tabular for Vmove {
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "instance",
+        "name",
+        "source",
+        "destination",
+        "status",
+        "start",
+        "end",
+        "attempts",
+        "message",
+    ];
+
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.instance_id.clone(),
+            text(&self.instance_name),
+            self.source_host.clone(),
+            text(&self.dest_host),
+            name_of(self.status),
+            when(self.start_time),
+            when(self.end_time),
+            self.attempts.to_string(),
+            text(&self.message),
+        ]
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("id", self.id.clone()),
+            ("notification_id", self.notification_id.clone()),
+            ("instance_id", self.instance_id.clone()),
+            ("instance_name", text(&self.instance_name)),
+            ("source_host", self.source_host.clone()),
+            ("dest_host", text(&self.dest_host)),
+            ("type", name_of(self.vmove_type)),
+            ("status", name_of(self.status)),
+            ("step", text(&self.step)),
+            ("start_time", when(self.start_time)),
+            ("end_time", when(self.end_time)),
+            ("attempts", self.attempts.to_string()),
+            ("message", text(&self.message)),
+            ("created_at", when(self.created_at)),
+            ("updated_at", when(self.updated_at)),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::RecoveryMethod;
+
+    fn segment() -> Segment {
+        Segment {
+            id: "0b8f3c4e-0000-4000-8000-000000000001".into(),
+            name: "rack-1".into(),
+            description: String::new(),
+            service_type: "COMPUTE".into(),
+            recovery_method: Some(RecoveryMethod::ReservedHost),
+            enabled: true,
+            created_at: DateTime::from_timestamp(1_700_000_000, 500),
+            updated_at: None,
+        }
+    }
+
+    #[test]
+    fn a_table_list_has_the_columns_and_values() {
+        let out = render_list(Format::Table, &[segment()]).unwrap();
+        for needle in [
+            "recovery_method",
+            "rack-1",
+            "reserved_host",
+            "COMPUTE",
+            "true",
+        ] {
+            assert!(out.contains(needle), "{needle} missing in\n{out}");
+        }
+    }
+
+    #[test]
+    fn show_is_a_field_value_table() {
+        let out = render_one(Format::Table, &segment()).unwrap();
+        assert!(out.contains("Field"), "{out}");
+        assert!(out.contains("created_at"), "{out}");
+        assert!(out.contains("2023-11-14T22:13:20Z"), "{out}");
+        assert!(out.contains("updated_at"), "{out}");
+    }
+
+    #[test]
+    fn json_and_yaml_carry_the_whole_record() {
+        let json: serde_json::Value =
+            serde_json::from_str(&render_one(Format::Json, &segment()).unwrap()).unwrap();
+        assert_eq!(json["recovery_method"], "reserved_host");
+        assert_eq!(json["created_at"], "2023-11-14T22:13:20.000000500Z");
+        assert_eq!(json["updated_at"], serde_json::Value::Null);
+        let list: serde_json::Value =
+            serde_json::from_str(&render_list(Format::Json, &[segment()]).unwrap()).unwrap();
+        assert_eq!(list.as_array().map(Vec::len), Some(1));
+
+        let yaml: serde_json::Value =
+            serde_yaml_ng::from_str(&render_list(Format::Yaml, &[segment(), segment()]).unwrap())
+                .unwrap();
+        assert_eq!(yaml[1]["name"], "rack-1");
+    }
+
+    #[test]
+    fn missing_values_show_as_a_dash() {
+        assert_eq!(when(None), "-");
+        assert_eq!(text(""), "-");
+        assert_eq!(name_of::<RecoveryMethod>(None), "-");
+    }
+}

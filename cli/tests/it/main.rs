@@ -1,0 +1,15 @@
+//! Integration tests of the `instanceha` binary: each test starts
+//! `instanceha-api` in-process on 127.0.0.1 port 0 with a fresh SQLite
+//! database (or a scripted fake API for the error paths) and runs the real
+//! binary against it.
+
+mod config;
+mod demo;
+mod errors;
+mod fake_api;
+mod helpers;
+mod hosts;
+mod notifications;
+mod paging;
+mod segments;
+mod watch;
