@@ -1,0 +1,213 @@
+//! The services' configuration files for a run: the products' defaults,
+//! except the simulator's credentials, `[auth] mode = "none"`, and, when
+//! the simulator runs `speed` times faster than real time, every setting
+//! that paces a recovery divided by the same factor (so that the engine
+//! polls Nova as often per simulated second as it would per real second).
+
+use std::time::Duration;
+
+use instanceha_api::config::Settings as ApiSettings;
+use instanceha_engine::config::Settings as EngineSettings;
+
+/// How the recovery-pacing settings are set for a simulator running
+/// `speed` times faster than real time.
+#[derive(Clone, Debug)]
+pub struct Pacing {
+    pub speed: f64,
+}
+
+/// The paced settings, `(service, key)`, with their products' defaults
+/// (read from the crates, so that the benchmark follows them).
+pub fn paced() -> Vec<(&'static str, &'static str, Duration)> {
+    let engine = EngineSettings::default();
+    let api = ApiSettings::default();
+    vec![
+        (
+            "engine",
+            "recovery.poll_interval",
+            engine.recovery.poll_interval,
+        ),
+        (
+            "engine",
+            "recovery.evacuation_timeout",
+            engine.recovery.evacuation_timeout,
+        ),
+        (
+            "engine",
+            "recovery.power_timeout",
+            engine.recovery.power_timeout,
+        ),
+        (
+            "engine",
+            "host_failure.service_down_timeout",
+            engine.host_failure.service_down_timeout,
+        ),
+        (
+            "engine",
+            "host_failure.wait_after_service_update",
+            engine.host_failure.wait_after_service_update,
+        ),
+        (
+            "engine",
+            "openstack.retry.initial_backoff",
+            engine.openstack.retry.initial_backoff,
+        ),
+        (
+            "engine",
+            "openstack.retry.max_backoff",
+            engine.openstack.retry.max_backoff,
+        ),
+        (
+            "engine",
+            "openstack.retry.max_retry_after",
+            engine.openstack.retry.max_retry_after,
+        ),
+        ("api", "dispatch.retry_delay", api.dispatch.retry_delay),
+        (
+            "api",
+            "dispatch.max_retry_delay",
+            api.dispatch.max_retry_delay,
+        ),
+        ("api", "dispatch.scan_interval", api.dispatch.scan_interval),
+        ("api", "dispatch.run_timeout", api.dispatch.run_timeout),
+    ]
+}
+
+impl Pacing {
+    fn value(&self, key: &str) -> String {
+        let (_, _, default) = paced()
+            .into_iter()
+            .find(|(_, k, _)| *k == key)
+            .expect("a paced setting");
+        let scaled = default.as_secs_f64() / self.speed;
+        // humantime: whole microseconds.
+        format!("{}us", (scaled * 1e6).round() as u64)
+    }
+
+    /// `instanceha-engine`'s file for the simulator at `auth_url`.
+    pub fn engine_toml(&self, auth_url: &str, log_filter: &str) -> String {
+        let v = |key| self.value(key);
+        format!(
+            r#"# instanceha-bench: engine settings (defaults, paced by the simulator's speed {speed})
+listen = "127.0.0.1:0"
+
+[openstack]
+interfaces = ["public"]
+
+[openstack.auth]
+auth_url = "{auth_url}"
+username = "admin"
+password = "secret"
+project_name = "admin"
+user_domain_name = "Default"
+project_domain_name = "Default"
+
+[openstack.service_auth]
+auth_url = "{auth_url}"
+username = "nova"
+password = "secret"
+project_name = "service"
+user_domain_name = "Default"
+project_domain_name = "Default"
+
+[openstack.retry]
+initial_backoff = "{initial_backoff}"
+max_backoff = "{max_backoff}"
+max_retry_after = "{max_retry_after}"
+
+[recovery]
+poll_interval = "{poll}"
+evacuation_timeout = "{evacuation_timeout}"
+power_timeout = "{power_timeout}"
+
+[host_failure]
+service_down_timeout = "{service_down_timeout}"
+wait_after_service_update = "{wait_after_service_update}"
+
+[log]
+filter = "{log_filter}"
+"#,
+            speed = self.speed,
+            initial_backoff = v("openstack.retry.initial_backoff"),
+            max_backoff = v("openstack.retry.max_backoff"),
+            max_retry_after = v("openstack.retry.max_retry_after"),
+            poll = v("recovery.poll_interval"),
+            evacuation_timeout = v("recovery.evacuation_timeout"),
+            power_timeout = v("recovery.power_timeout"),
+            service_down_timeout = v("host_failure.service_down_timeout"),
+            wait_after_service_update = v("host_failure.wait_after_service_update"),
+        )
+    }
+
+    /// `instanceha-api`'s file: `database_url`, no authentication, no REST
+    /// API, and dispatch to the engine at `engine` (or none when `None`).
+    ///
+    /// Intake runs turn the per-client-address rate limit off: all the
+    /// simulated agents share 127.0.0.1, where in production each has its
+    /// own address.
+    pub fn api_toml(&self, database_url: &str, engine: Option<&str>, log_filter: &str) -> String {
+        let v = |key| self.value(key);
+        let (enabled, engine_url) = match engine {
+            Some(addr) => (true, format!("http://{addr}")),
+            None => (false, "http://127.0.0.1:9".to_owned()),
+        };
+        format!(
+            r#"# instanceha-bench: API settings (defaults, paced by the simulator's speed {speed})
+listen = "127.0.0.1:0"
+
+[database]
+url = "{database_url}"
+
+[auth]
+mode = "none"
+
+# The benchmark speaks gRPC only; Masakari's REST port (15868) stays free,
+# so that runs side by side do not collide on it.
+[rest]
+enabled = false
+
+[limits]
+requests_per_second = {requests_per_second:?}
+
+[dispatch]
+enabled = {enabled}
+engine_url = "{engine_url}"
+replica_id = "bench"
+retry_delay = "{retry_delay}"
+max_retry_delay = "{max_retry_delay}"
+scan_interval = "{scan_interval}"
+run_timeout = "{run_timeout}"
+
+[log]
+filter = "{log_filter}"
+"#,
+            speed = self.speed,
+            requests_per_second = if enabled {
+                ApiSettings::default().limits.requests_per_second
+            } else {
+                0.0
+            },
+            retry_delay = v("dispatch.retry_delay"),
+            max_retry_delay = v("dispatch.max_retry_delay"),
+            scan_interval = v("dispatch.scan_interval"),
+            run_timeout = v("dispatch.run_timeout"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacing_divides_by_the_speed() {
+        let p = Pacing { speed: 10.0 };
+        assert_eq!(p.value("recovery.poll_interval"), "100000us");
+        let p = Pacing { speed: 1.0 };
+        assert_eq!(p.value("dispatch.scan_interval"), "10000000us");
+        assert!(
+            p.engine_toml("http://x/identity/v3", "info")
+                .contains("poll_interval = \"1000000us\"")
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! `instanceha-bench`: the performance benchmark of instance-ha (issue 8).
+//!
+//! It starts `openstack-sim`, `instanceha-engine` and `instanceha-api` as
+//! separate OS processes on 127.0.0.1 (release binaries found next to its
+//! own executable, or given with `--bin-dir` / `--sim-bin` /
+//! `--engine-bin` / `--api-bin`), runs recovery scenarios against a
+//! realistic timing model and the intake load, and prints tables (Markdown)
+//! and, with `--json FILE`, one JSON document. See `BENCHMARKS.md`.
+//!
+//! The exit status is 0 when every run completed and recovered everything
+//! (and intake kept every report exactly once), 1 otherwise; the issue's
+//! targets are reported, never asserted.
+
+mod cloud;
+mod config;
+mod db;
+mod intake;
+mod masakari;
+mod procs;
+mod recovery;
+mod report;
+mod scenario;
+mod sim;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::cloud::RunDir;
+use crate::db::Backend;
+use crate::intake::IntakeOptions;
+use crate::procs::Binaries;
+use crate::recovery::RecoveryOptions;
+use crate::report::{Document, Machine, RecoveryEntry};
+use crate::scenario::{NAMED, Scenario, TimingModel};
+
+/// The performance benchmark of instance-ha: recovery time against what
+/// simulated Nova allows, dispatch latency, intake and memory.
+#[derive(Debug, Parser)]
+#[command(name = "instanceha-bench", version)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct Common {
+    /// Directory holding openstack-sim, instanceha-engine and
+    /// instanceha-api (default: this executable's directory).
+    #[arg(long, global = true)]
+    bin_dir: Option<PathBuf>,
+    /// Path of openstack-sim (overrides --bin-dir for it).
+    #[arg(long, global = true)]
+    sim_bin: Option<PathBuf>,
+    /// Path of instanceha-engine.
+    #[arg(long, global = true)]
+    engine_bin: Option<PathBuf>,
+    /// Path of instanceha-api.
+    #[arg(long, global = true)]
+    api_bin: Option<PathBuf>,
+    /// Also write every figure as one JSON document to this file.
+    #[arg(long, global = true)]
+    json: Option<PathBuf>,
+    /// Where the runs keep their configuration, databases and logs
+    /// (default: a temporary directory, removed at the end unless --keep).
+    #[arg(long, global = true)]
+    work_dir: Option<PathBuf>,
+    /// Keep the temporary run directory (its path is printed).
+    #[arg(long, global = true)]
+    keep: bool,
+    /// The services' log filter (the products' default is info).
+    #[arg(long, global = true, default_value = "info")]
+    log_filter: String,
+    /// PostgreSQL server and a user that may create databases; the
+    /// benchmark creates its own database there and drops it afterwards.
+    #[arg(
+        long,
+        global = true,
+        env = "INSTANCEHA_BENCH_POSTGRES_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    postgres_url: String,
+    /// An environment variable for instanceha-engine, KEY=VALUE
+    /// (repeatable; e.g. INSTANCEHA_ENGINE_RECOVERY__POLL_INTERVAL=2s to
+    /// experiment with a setting). Off by default: runs use the defaults.
+    #[arg(long, global = true, value_parser = key_value)]
+    engine_env: Vec<(String, String)>,
+    /// An environment variable for instanceha-api, KEY=VALUE (repeatable).
+    #[arg(long, global = true, value_parser = key_value)]
+    api_env: Vec<(String, String)>,
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Recovery scenarios: one-host-10, one-host-100, one-host-1000,
+    /// hosts-100x50, hosts-100x50-bfv (or one-host-N, hosts-HxN[-bfv]).
+    Recovery(RecoveryArgs),
+    /// Notification intake on SQLite and/or PostgreSQL.
+    Intake(IntakeArgs),
+    /// Every named recovery scenario, then intake on both databases.
+    All {
+        #[command(flatten)]
+        recovery: RecoveryTuning,
+        #[command(flatten)]
+        intake: IntakeTuning,
+    },
+    /// Only Masakari's modelled figures for the scenarios (no process runs).
+    Model {
+        /// Scenario names (default: every named scenario).
+        scenarios: Vec<String>,
+        #[arg(long, default_value_t = 2026)]
+        seed: u64,
+    },
+}
+
+#[derive(Debug, Args)]
+struct RecoveryArgs {
+    /// Scenario names, or `all`.
+    #[arg(default_value = "one-host-10")]
+    scenarios: Vec<String>,
+    #[command(flatten)]
+    tuning: RecoveryTuning,
+}
+
+#[derive(Debug, Clone, Args)]
+struct RecoveryTuning {
+    /// Simulated seconds per real second; the engine's and the API's
+    /// pacing settings are divided by it.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// The simulator's seed (durations' jitter).
+    #[arg(long, default_value_t = 2026)]
+    seed: u64,
+    /// Database of the API in recovery runs.
+    #[arg(long, value_enum, default_value_t = Db::Sqlite)]
+    database: Db,
+    /// Runs of each scenario.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Give up on a run after this many real seconds (default: ten times
+    /// what Nova needs, at least a minute, plus a minute).
+    #[arg(long)]
+    timeout: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct IntakeArgs {
+    /// Databases to measure.
+    #[arg(long, value_enum, default_value_t = IntakeDb::Both)]
+    database: IntakeDb,
+    #[command(flatten)]
+    tuning: IntakeTuning,
+}
+
+#[derive(Debug, Clone, Args)]
+struct IntakeTuning {
+    /// Timed reports.
+    #[arg(long, default_value_t = 20_000)]
+    count: usize,
+    /// Untimed reports sent first.
+    #[arg(long, default_value_t = 2_000)]
+    warmup: usize,
+    /// Create calls in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// HTTP/2 connections the clients share.
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
+    /// Hosts the reports are spread over.
+    #[arg(long, default_value_t = 500)]
+    hosts: usize,
+    /// Share of reports sent twice at once with the same idempotency key.
+    #[arg(long, default_value_t = 0.1)]
+    replay_fraction: f64,
+    /// Threads of the load generator (1: a single-threaded runtime, which
+    /// leaves the most CPU to the API and the database).
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Db {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IntakeDb {
+    Sqlite,
+    Postgres,
+    Both,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("instanceha-bench: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("instanceha-bench: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn scenarios(names: &[String]) -> anyhow::Result<Vec<Scenario>> {
+    let mut out = Vec::new();
+    for name in names {
+        if name == "all" {
+            out.extend(NAMED.iter().filter_map(|n| Scenario::named(n)));
+        } else {
+            match Scenario::named(name) {
+                Some(s) => out.push(s),
+                None => bail!(
+                    "unknown scenario {name:?} (try {}, one-host-N, hosts-HxN, or -bfv after either)",
+                    NAMED.join(", ")
+                ),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The recovery scenarios to run, and how.
+type RecoveryPlan = (Vec<Scenario>, RecoveryTuning);
+/// The intake databases to measure, and how.
+type IntakePlan = (IntakeDb, IntakeTuning);
+
+/// Runs the command; true if everything completed correctly.
+async fn run(cli: Cli) -> anyhow::Result<bool> {
+    let common = &cli.common;
+    let mut document = Document {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: Machine::read(),
+        recovery: Vec::new(),
+        intake: Vec::new(),
+        targets: Vec::new(),
+    };
+    let (recovery, intake): (Option<RecoveryPlan>, Option<IntakePlan>) = match &cli.command {
+        Command::Recovery(args) => (
+            Some((scenarios(&args.scenarios)?, args.tuning.clone())),
+            None,
+        ),
+        Command::Intake(args) => (None, Some((args.database, args.tuning.clone()))),
+        Command::All { recovery, intake } => (
+            Some((scenarios(&["all".to_owned()])?, recovery.clone())),
+            Some((IntakeDb::Both, intake.clone())),
+        ),
+        Command::Model {
+            scenarios: names,
+            seed,
+        } => {
+            let names = if names.is_empty() {
+                vec!["all".to_owned()]
+            } else {
+                names.clone()
+            };
+            let timing = TimingModel::default();
+            for s in scenarios(&names)? {
+                let m = masakari::model(&s, &timing, *seed, None);
+                println!("{}: {}", s.name, serde_json::to_string_pretty(&m)?);
+            }
+            return Ok(true);
+        }
+    };
+
+    let binaries = Binaries::locate(
+        common.bin_dir.as_deref(),
+        common.sim_bin.clone(),
+        common.engine_bin.clone(),
+        common.api_bin.clone(),
+    )?;
+    let temp = match &common.work_dir {
+        Some(_) => None,
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("instanceha-bench-")
+                .tempdir()
+                .context("creating the run directory")?,
+        ),
+    };
+    let root = match (&common.work_dir, &temp) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(temp)) => temp.path().to_owned(),
+        (None, None) => unreachable!("one of them is set"),
+    };
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    let mut all_ok = true;
+
+    if let Some((list, tuning)) = recovery {
+        if tuning.speed <= 0.0 {
+            bail!("--speed must be positive");
+        }
+        let backend = match tuning.database {
+            Db::Sqlite => Backend::Sqlite,
+            Db::Postgres => Backend::Postgres {
+                admin_url: common.postgres_url.clone(),
+            },
+        };
+        for scenario in list {
+            for round in 1..=tuning.repeat.max(1) {
+                let dir = RunDir {
+                    path: root.join(format!("{}-{round}", scenario.name)),
+                    log_filter: common.log_filter.clone(),
+                    engine_env: common.engine_env.clone(),
+                    api_env: common.api_env.clone(),
+                };
+                std::fs::create_dir_all(&dir.path)?;
+                eprintln!(
+                    "instanceha-bench: recovery {} (run {round}, speed {}, {}), in {}",
+                    scenario.name,
+                    tuning.speed,
+                    backend.name(),
+                    dir.path.display()
+                );
+                let options = RecoveryOptions {
+                    scenario: scenario.clone(),
+                    timing: TimingModel::default(),
+                    speed: tuning.speed,
+                    seed: tuning.seed,
+                    backend: backend.clone(),
+                    timeout: tuning.timeout.map(Duration::from_secs),
+                };
+                let measured = recovery::run(&binaries, &dir, &options).await?;
+                all_ok &= measured.ok();
+                let model = masakari::model(
+                    &scenario,
+                    &options.timing,
+                    tuning.seed,
+                    measured.ideal_makespan_secs,
+                );
+                eprintln!(
+                    "instanceha-bench: {}: wall {:.1} s, ideal {:.1} s, ratio {}, {} problem(s)",
+                    scenario.name,
+                    measured.recovery_wall_secs,
+                    measured.ideal_makespan_secs.unwrap_or(f64::NAN),
+                    measured
+                        .ratio_to_ideal
+                        .map(|r| format!("{r:.3}"))
+                        .unwrap_or_else(|| "-".into()),
+                    measured.problems.len()
+                );
+                document.recovery.push(RecoveryEntry {
+                    measured,
+                    masakari_model: model,
+                });
+            }
+        }
+    }
+
+    if let Some((which, tuning)) = intake {
+        let mut backends = Vec::new();
+        if matches!(which, IntakeDb::Sqlite | IntakeDb::Both) {
+            backends.push(Backend::Sqlite);
+        }
+        if matches!(which, IntakeDb::Postgres | IntakeDb::Both) {
+            backends.push(Backend::Postgres {
+                admin_url: common.postgres_url.clone(),
+            });
+        }
+        for backend in backends {
+            let dir = RunDir {
+                path: root.join(format!("intake-{}", backend.name())),
+                log_filter: common.log_filter.clone(),
+                engine_env: common.engine_env.clone(),
+                api_env: common.api_env.clone(),
+            };
+            std::fs::create_dir_all(&dir.path)?;
+            eprintln!(
+                "instanceha-bench: intake on {} ({} reports, {} clients), in {}",
+                backend.name(),
+                tuning.count,
+                tuning.concurrency,
+                dir.path.display()
+            );
+            let options = IntakeOptions {
+                backend,
+                count: tuning.count,
+                warmup: tuning.warmup,
+                concurrency: tuning.concurrency,
+                connections: tuning.connections,
+                hosts: tuning.hosts,
+                replay_fraction: tuning.replay_fraction,
+                client_threads: tuning.client_threads,
+            };
+            let report = intake::run(&binaries, &dir, &options).await?;
+            if let Err(e) = intake::check(&report) {
+                eprintln!("instanceha-bench: {e}");
+                all_ok = false;
+            }
+            document.intake.push(report);
+        }
+    }
+
+    document.judge();
+    println!("{}", document.tables());
+    if let Some(path) = &common.json {
+        std::fs::write(path, serde_json::to_string_pretty(&document)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("instanceha-bench: figures written to {}", path.display());
+    }
+    if let Some(temp) = temp
+        && common.keep
+    {
+        eprintln!(
+            "instanceha-bench: run directory kept: {}",
+            temp.keep().display()
+        );
+    }
+    Ok(all_ok)
+}

@@ -1,0 +1,271 @@
+//! The services under test as separate OS processes: where their binaries
+//! are, starting one with a configuration and learning the address it
+//! listens on (from the line it prints), and reading its peak resident
+//! memory (`VmHWM`) and CPU time from `/proc` before stopping it.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+/// The three service binaries.
+#[derive(Clone, Debug)]
+pub struct Binaries {
+    pub sim: PathBuf,
+    pub engine: PathBuf,
+    pub api: PathBuf,
+}
+
+impl Binaries {
+    /// The binaries in `dir`, or else next to this executable (cargo puts
+    /// every binary of the workspace in one `target/<profile>` directory);
+    /// a path given for one binary wins.
+    pub fn locate(
+        dir: Option<&Path>,
+        sim: Option<PathBuf>,
+        engine: Option<PathBuf>,
+        api: Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
+        let dir = match dir {
+            Some(dir) => dir.to_owned(),
+            None => std::env::current_exe()
+                .context("cannot tell where instanceha-bench runs from")?
+                .parent()
+                .map(Path::to_owned)
+                .ok_or_else(|| anyhow!("instanceha-bench has no directory"))?,
+        };
+        let pick = |given: Option<PathBuf>, name: &str| -> anyhow::Result<PathBuf> {
+            let path = given.unwrap_or_else(|| dir.join(name));
+            if path.is_file() {
+                Ok(path)
+            } else {
+                bail!(
+                    "{} not found; build it next to instanceha-bench \
+                     (cargo build --release -p instanceha-api -p instanceha-engine -p openstack-sim) \
+                     or pass --bin-dir / --{}-bin",
+                    path.display(),
+                    name.trim_start_matches("instanceha-")
+                        .trim_start_matches("openstack-")
+                )
+            }
+        };
+        Ok(Self {
+            sim: pick(sim, "openstack-sim")?,
+            engine: pick(engine, "instanceha-engine")?,
+            api: pick(api, "instanceha-api")?,
+        })
+    }
+}
+
+/// Peak memory and CPU time of a process, read just before it stopped.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Usage {
+    /// `VmHWM`: peak resident set size, KiB.
+    pub peak_rss_kib: u64,
+    /// `VmRSS` at the end, KiB.
+    pub rss_kib: u64,
+    /// User plus system CPU time, seconds.
+    pub cpu_secs: f64,
+}
+
+impl Usage {
+    pub fn peak_rss_mib(&self) -> f64 {
+        self.peak_rss_kib as f64 / 1024.0
+    }
+
+    /// Reads `/proc/PID/status` and `/proc/PID/stat`.
+    pub fn of(pid: u32) -> anyhow::Result<Self> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .with_context(|| format!("reading /proc/{pid}/status"))?;
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or_default()
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .with_context(|| format!("reading /proc/{pid}/stat"))?;
+        // Fields after the command name (which may hold spaces): state is
+        // field 3, utime 14 and stime 15.
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or_default()
+        };
+        // USER_HZ is 100 on every Linux this runs on.
+        let cpu_secs = (ticks(11) + ticks(12)) as f64 / 100.0;
+        Ok(Self {
+            peak_rss_kib: kib("VmHWM:"),
+            rss_kib: kib("VmRSS:"),
+            cpu_secs,
+        })
+    }
+}
+
+/// A running service process; killed when dropped.
+pub struct Service {
+    pub name: &'static str,
+    child: Child,
+    pid: u32,
+    /// What it printed after "listening on".
+    pub addr: String,
+    pub log: PathBuf,
+}
+
+impl Service {
+    /// Starts `program` with `args`, its stderr (the logs) to `log`, and
+    /// waits for the line `<marker> <address>` on its stdout.
+    pub async fn start(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        log: PathBuf,
+        marker: &str,
+    ) -> anyhow::Result<Self> {
+        let log_file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .kill_on_drop(true);
+        // Only the run's own settings: nothing from the caller's
+        // environment that the services would read.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if ["INSTANCEHA_", "OS_", "OPENSTACK_SIM_", "RUST_LOG"]
+                .iter()
+                .any(|p| key.starts_with(p))
+            {
+                command.env_remove(key.as_ref());
+            }
+        }
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        let pid = child.id().ok_or_else(|| anyhow!("{name} exited at once"))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let wait = async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some(rest) = line.split_once(marker).map(|(_, r)| r.trim()) {
+                    return Ok::<_, std::io::Error>(Some(rest.to_owned()));
+                }
+            }
+            Ok(None)
+        };
+        let found = tokio::time::timeout(Duration::from_secs(60), wait).await;
+        let addr = match found {
+            Ok(Ok(Some(addr))) => addr,
+            other => {
+                let _ = child.start_kill();
+                let tail = tail_of(&log, 20);
+                bail!("{name} did not start ({other:?}); the end of its log:\n{tail}");
+            }
+        };
+        // Keep reading stdout so that the process never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            name,
+            child,
+            pid,
+            addr,
+            log,
+        })
+    }
+
+    /// Peak memory and CPU so far.
+    pub fn usage(&self) -> anyhow::Result<Usage> {
+        Usage::of(self.pid)
+    }
+
+    /// Waits until the process's gRPC health service reports SERVING (the
+    /// engine does once it has logged in to Keystone and found Nova and
+    /// Cinder; the API once its database is migrated).
+    pub async fn wait_serving(&mut self) -> anyhow::Result<()> {
+        use tonic_health::pb::HealthCheckRequest;
+        use tonic_health::pb::health_check_response::ServingStatus;
+        use tonic_health::pb::health_client::HealthClient;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            self.check_alive()?;
+            let url = format!("http://{}", self.addr);
+            let status = match tonic::transport::Endpoint::from_shared(url)?
+                .connect()
+                .await
+            {
+                Ok(channel) => HealthClient::new(channel)
+                    .check(HealthCheckRequest {
+                        service: String::new(),
+                    })
+                    .await
+                    .map(|r| r.into_inner().status)
+                    .ok(),
+                Err(_) => None,
+            };
+            if status == Some(ServingStatus::Serving as i32) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "{} is not serving after 60 s; the end of its log:\n{}",
+                    self.name,
+                    tail_of(&self.log, 20)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Fails if the process has exited.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!(
+                "{} exited ({status}); the end of its log:\n{}",
+                self.name,
+                tail_of(&self.log, 20)
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads the usage, then stops the process: SIGTERM (the services shut
+    /// down cleanly, and a profiler wrapping one writes its output), and
+    /// SIGKILL if it is still there after 10 s.
+    pub async fn stop(mut self) -> anyhow::Result<Usage> {
+        let usage = self.usage();
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.start_kill();
+            let _ = self.child.wait().await;
+        }
+        usage
+    }
+}
+
+/// The last `n` lines of a log file.
+pub fn tail_of(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}

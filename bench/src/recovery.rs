@@ -1,0 +1,518 @@
+//! A recovery run: start the cloud, register the segment, power the
+//! failed hosts off, let Nova see them down, send one fenced COMPUTE_HOST
+//! STOPPED report per host (all at once), wait until every notification is
+//! final, then measure.
+//!
+//! What is measured, and from what:
+//!
+//! * recovery wall time: the API's `created_at` of the first notification
+//!   to the `updated_at` of the last final one (the API stamps both), and
+//!   its ratio to the simulator's `ideal_makespan` (what simulated Nova
+//!   alone needs for the same evacuations requested at one instant),
+//!   converted to real time by the speed factor;
+//! * dispatch latency, per notification: `created_at` to the first
+//!   evacuate request the simulator received for an instance of that host
+//!   (its `requested_at`, converted to wall-clock time with `/sim/clock`);
+//! * per-instance recovery time: each vmove's `start_time` to `end_time`
+//!   (the engine's stamps), and the instance's downtime after the report:
+//!   the notification's `created_at` to the vmove's `end_time`; both also
+//!   split into boot-from-volume and image-backed instances;
+//! * peak resident memory (VmHWM) and CPU time of each process, read while
+//!   they still run.
+//!
+//! Durations of the recovery are given in cloud seconds: real seconds times
+//! the speed factor (equal at speed 1). Dispatch latency is in real
+//! milliseconds.
+//!
+//! The run also checks the outcome: every notification FINISHED, every
+//! vmove SUCCEEDED, and in the simulator every HA server ACTIVE on a
+//! surviving host, unlocked, with no task; anything else is listed in
+//! `problems`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use chrono::{DateTime, Utc};
+use futures::{StreamExt as _, TryStreamExt as _};
+use instanceha_proto::v1 as pb;
+use pb::host_service_client::HostServiceClient;
+use pb::notification_service_client::NotificationServiceClient;
+use pb::vmove_service_client::VmoveServiceClient;
+use serde::Serialize;
+
+use crate::cloud::{Cloud, ProcessUsage, RunDir, create_segment};
+use crate::db::Backend;
+use crate::procs::Binaries;
+use crate::scenario::{Scenario, TimingModel};
+use crate::stats::Summary;
+
+/// How to run one scenario.
+#[derive(Clone, Debug)]
+pub struct RecoveryOptions {
+    pub scenario: Scenario,
+    pub timing: TimingModel,
+    pub speed: f64,
+    pub seed: u64,
+    pub backend: Backend,
+    /// Give up after this (real time); default: from the ideal.
+    pub timeout: Option<Duration>,
+}
+
+/// The figures of one recovery run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecoveryReport {
+    pub scenario: Scenario,
+    pub database: String,
+    pub speed: f64,
+    pub seed: u64,
+    pub timing: TimingModel,
+    pub notifications: usize,
+    pub instances: usize,
+    pub notification_statuses: BTreeMap<String, usize>,
+    pub vmove_statuses: BTreeMap<String, usize>,
+    /// First notification created to last notification final (cloud s).
+    pub recovery_wall_secs: f64,
+    /// Simulated Nova's ideal for the same evacuations (cloud s).
+    pub ideal_makespan_secs: Option<f64>,
+    pub ratio_to_ideal: Option<f64>,
+    /// Simulated Nova's first evacuate request to last done (cloud s).
+    pub nova_makespan_secs: Option<f64>,
+    /// Per notification: created to final (cloud s).
+    pub notification_wall_secs: Option<Summary>,
+    /// Per notification: created to its first evacuate request (real ms).
+    pub dispatch_latency_ms: Option<Summary>,
+    /// Per instance: vmove start to end (cloud s).
+    pub instance_recovery_secs: Option<Summary>,
+    pub instance_recovery_bfv_secs: Option<Summary>,
+    pub instance_recovery_image_secs: Option<Summary>,
+    /// Per instance: notification created to vmove end (cloud s).
+    pub instance_downtime_secs: Option<Summary>,
+    pub instance_downtime_bfv_secs: Option<Summary>,
+    pub instance_downtime_image_secs: Option<Summary>,
+    /// Evacuations the simulator saw: done, failed, still in progress.
+    pub evacuations_done: usize,
+    pub evacuations_failed: usize,
+    pub evacuations_in_progress: usize,
+    /// Peak memory and CPU per process.
+    pub usage: ProcessUsage,
+    /// What went wrong, if anything (empty: all recovered).
+    pub problems: Vec<String>,
+    /// Real seconds the whole run took, set-up included.
+    pub run_real_secs: f64,
+}
+
+impl RecoveryReport {
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+fn timestamp(t: &Option<prost_types::Timestamp>) -> Option<DateTime<Utc>> {
+    let t = t.as_ref()?;
+    DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?)
+}
+
+fn secs_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
+    (b - a).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6
+}
+
+fn now() -> prost_types::Timestamp {
+    let now = Utc::now();
+    prost_types::Timestamp {
+        seconds: now.timestamp(),
+        nanos: now.timestamp_subsec_nanos() as i32,
+    }
+}
+
+fn status_name(status: i32) -> String {
+    pb::NotificationStatus::try_from(status)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("NOTIFICATION_STATUS_")
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_else(|_| format!("unknown-{status}"))
+}
+
+fn vmove_status_name(status: i32) -> String {
+    pb::VmoveStatus::try_from(status)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("VMOVE_STATUS_")
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_else(|_| format!("unknown-{status}"))
+}
+
+fn is_final(status: i32) -> bool {
+    matches!(
+        pb::NotificationStatus::try_from(status),
+        Ok(pb::NotificationStatus::Finished
+            | pb::NotificationStatus::Failed
+            | pb::NotificationStatus::Ignored)
+    )
+}
+
+/// Runs one scenario end to end.
+pub async fn run(
+    binaries: &Binaries,
+    dir: &RunDir,
+    options: &RecoveryOptions,
+) -> anyhow::Result<RecoveryReport> {
+    let began = Instant::now();
+    let mut cloud = Cloud::start(binaries, dir, options).await?;
+    let result = measure(&mut cloud, options, began, &dir.path).await;
+    let final_usage = cloud.stop().await;
+    let mut report = result?;
+    // The usage read while running is the one reported; fill gaps.
+    if report.usage.api.is_none() {
+        report.usage.api = final_usage.api;
+    }
+    if report.usage.engine.is_none() {
+        report.usage.engine = final_usage.engine;
+    }
+    if report.usage.sim.is_none() {
+        report.usage.sim = final_usage.sim;
+    }
+    report.run_real_secs = began.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+async fn measure(
+    cloud: &mut Cloud,
+    options: &RecoveryOptions,
+    began: Instant,
+    run_dir: &std::path::Path,
+) -> anyhow::Result<RecoveryReport> {
+    let scenario = &options.scenario;
+    let speed = options.speed;
+    let channel = cloud.channel.clone();
+    let hosts_client = HostServiceClient::new(channel.clone());
+    let mut notifications = NotificationServiceClient::new(channel.clone());
+    let vmoves_client = VmoveServiceClient::new(channel.clone());
+
+    // The segment and its hosts.
+    let segment = create_segment(
+        channel.clone(),
+        format!("bench-{}", scenario.name),
+        Some("instanceha-bench".into()),
+    )
+    .await?;
+    futures::stream::iter(scenario.hosts())
+        .map(|name| {
+            let mut client = hosts_client.clone();
+            let segment_id = segment.id.clone();
+            async move {
+                client
+                    .create_host(pb::CreateHostRequest {
+                        segment_id,
+                        name: name.clone(),
+                        r#type: "COMPUTE".into(),
+                        control_attributes: "SSH".into(),
+                        reserved: false,
+                        on_maintenance: false,
+                    })
+                    .await
+                    .with_context(|| format!("registering host {name}"))
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await?;
+
+    // The failure: power off, and let Nova see the hosts down before the
+    // monitors report (Masakari's hostmonitor takes a minute or more to
+    // decide anyway); the clock jumps instead of waiting.
+    let failed: Vec<String> = (0..scenario.failed_hosts)
+        .map(|i| scenario.failed_host(i))
+        .collect();
+    for host in &failed {
+        cloud.control.power_off(host).await?;
+    }
+    let timing = &options.timing;
+    cloud
+        .control
+        .advance(timing.service_down_time + timing.report_interval + 1.0)
+        .await?;
+    let clock = cloud.control.clock().await?;
+
+    // The reports, all at once.
+    let created: Vec<pb::Notification> = futures::future::try_join_all(failed.iter().map(|host| {
+        let mut client = notifications.clone();
+        let host = host.clone();
+        async move {
+            client
+                .create_notification(pb::CreateNotificationRequest {
+                    r#type: pb::NotificationType::ComputeHost as i32,
+                    hostname: host.clone(),
+                    generated_time: Some(now()),
+                    payload: [
+                        ("event", "STOPPED"),
+                        ("host_status", "NORMAL"),
+                        ("cluster_status", "OFFLINE"),
+                    ]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+                    idempotency_key: format!("bench-{host}"),
+                })
+                .await
+                .map(tonic::Response::into_inner)
+                .with_context(|| format!("reporting {host}"))
+        }
+    }))
+    .await?;
+
+    // Wait until every notification is final.
+    let timeout = options.timeout.unwrap_or_else(|| default_timeout(options));
+    let deadline = Instant::now() + timeout;
+    let finals: Vec<pb::Notification> = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cloud.check_alive()?;
+        let listed = list_notifications(&mut notifications, &segment.id).await?;
+        let done = listed.iter().filter(|n| is_final(n.status)).count();
+        if done >= created.len() {
+            break listed;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} of {} notifications final after {:?}; logs in the run directory",
+                done,
+                created.len(),
+                timeout
+            );
+        }
+    };
+    // Peak memory while the services still run.
+    let usage = cloud.usage();
+
+    // The simulator's last calls, for whoever looks into a run.
+    if let Ok(log) = cloud.control.requests().await {
+        let _ = std::fs::write(
+            run_dir.join("sim-requests.json"),
+            serde_json::to_string_pretty(&log).unwrap_or_default(),
+        );
+    }
+    let stats = cloud.control.stats().await?;
+    let world = cloud.control.state().await?;
+    let mut vmoves: Vec<(pb::Notification, Vec<pb::Vmove>)> = Vec::new();
+    for n in &finals {
+        let list = list_vmoves(&mut vmoves_client.clone(), &n.id).await?;
+        vmoves.push((n.clone(), list));
+    }
+
+    let mut problems = Vec::new();
+    let mut notification_statuses = BTreeMap::new();
+    let mut vmove_statuses = BTreeMap::new();
+    for (n, list) in &vmoves {
+        *notification_statuses
+            .entry(status_name(n.status))
+            .or_insert(0usize) += 1;
+        if n.status != pb::NotificationStatus::Finished as i32 {
+            problems.push(format!(
+                "notification for {} is {}: {}",
+                n.hostname,
+                status_name(n.status),
+                n.message
+            ));
+        }
+        for v in list {
+            *vmove_statuses
+                .entry(vmove_status_name(v.status))
+                .or_insert(0usize) += 1;
+            if v.status != pb::VmoveStatus::Succeeded as i32 && problems.len() < 50 {
+                problems.push(format!(
+                    "vmove of {} is {}: {}",
+                    v.instance_name,
+                    vmove_status_name(v.status),
+                    v.message
+                ));
+            }
+        }
+    }
+    let vmove_count: usize = vmoves.iter().map(|(_, l)| l.len()).sum();
+    if vmove_count != scenario.instances() {
+        problems.push(format!(
+            "{vmove_count} vmoves for {} HA instances",
+            scenario.instances()
+        ));
+    }
+    let servers: HashMap<&str, &crate::sim::Server> =
+        world.instances.iter().map(|s| (s.id.as_str(), s)).collect();
+    let mut misplaced = 0;
+    for s in &world.instances {
+        let on_survivor = s.host.as_deref().is_some_and(|h| h.starts_with("rack-b-"));
+        if !(on_survivor && s.vm_state == "active" && s.task_state.is_none() && !s.locked) {
+            misplaced += 1;
+            if misplaced <= 10 {
+                problems.push(format!(
+                    "server {} is {} (task {:?}) on {:?}, locked {}",
+                    s.name, s.vm_state, s.task_state, s.host, s.locked
+                ));
+            }
+        }
+    }
+    if misplaced > 10 {
+        problems.push(format!("{misplaced} servers not recovered in all"));
+    }
+
+    // Recovery wall time and ratio to the ideal.
+    let created_at = |n: &pb::Notification| {
+        timestamp(&n.created_at).ok_or_else(|| anyhow!("notification without created_at"))
+    };
+    let mut first_created: Option<DateTime<Utc>> = None;
+    let mut last_final: Option<DateTime<Utc>> = None;
+    let mut notification_wall = Vec::new();
+    for n in &finals {
+        let c = created_at(n)?;
+        let f = timestamp(&n.updated_at).unwrap_or(c);
+        first_created = Some(first_created.map_or(c, |x| x.min(c)));
+        last_final = Some(last_final.map_or(f, |x| x.max(f)));
+        notification_wall.push(secs_between(c, f) * speed);
+    }
+    let recovery_wall_secs = match (first_created, last_final) {
+        (Some(a), Some(b)) => secs_between(a, b) * speed,
+        _ => 0.0,
+    };
+    let ratio_to_ideal = stats
+        .ideal_makespan
+        .filter(|i| *i > 0.0)
+        .map(|ideal| recovery_wall_secs / ideal);
+
+    // Dispatch latency: created to the first evacuate request of its host.
+    let mut first_request: HashMap<&str, f64> = HashMap::new();
+    for e in &stats.evacuations {
+        let at = first_request
+            .entry(e.source.as_str())
+            .or_insert(e.requested_at);
+        *at = at.min(e.requested_at);
+    }
+    let mut dispatch = Vec::new();
+    for n in &finals {
+        if let Some(at) = first_request.get(n.hostname.as_str()) {
+            let seen = clock.wall(*at);
+            dispatch.push(secs_between(created_at(n)?, seen) * 1000.0);
+        } else {
+            problems.push(format!("no evacuation requested for {}", n.hostname));
+        }
+    }
+
+    // Per instance.
+    let mut recovery = (Vec::new(), Vec::new(), Vec::new());
+    let mut downtime = (Vec::new(), Vec::new(), Vec::new());
+    for (n, list) in &vmoves {
+        let c = created_at(n)?;
+        for v in list {
+            let (Some(start), Some(end)) = (timestamp(&v.start_time), timestamp(&v.end_time))
+            else {
+                continue;
+            };
+            let bfv = servers
+                .get(v.instance_id.as_str())
+                .is_some_and(|s| s.image_id.is_none());
+            let r = secs_between(start, end) * speed;
+            let d = secs_between(c, end) * speed;
+            recovery.0.push(r);
+            downtime.0.push(d);
+            if bfv {
+                recovery.1.push(r);
+                downtime.1.push(d);
+            } else {
+                recovery.2.push(r);
+                downtime.2.push(d);
+            }
+        }
+    }
+
+    Ok(RecoveryReport {
+        scenario: scenario.clone(),
+        database: options.backend.name().to_owned(),
+        speed,
+        seed: options.seed,
+        timing: options.timing.clone(),
+        notifications: finals.len(),
+        instances: scenario.instances(),
+        notification_statuses,
+        vmove_statuses,
+        recovery_wall_secs,
+        ideal_makespan_secs: stats.ideal_makespan,
+        ratio_to_ideal,
+        nova_makespan_secs: stats.makespan,
+        notification_wall_secs: Summary::of(&notification_wall),
+        dispatch_latency_ms: Summary::of(&dispatch),
+        instance_recovery_secs: Summary::of(&recovery.0),
+        instance_recovery_bfv_secs: Summary::of(&recovery.1),
+        instance_recovery_image_secs: Summary::of(&recovery.2),
+        instance_downtime_secs: Summary::of(&downtime.0),
+        instance_downtime_bfv_secs: Summary::of(&downtime.1),
+        instance_downtime_image_secs: Summary::of(&downtime.2),
+        evacuations_done: stats.done,
+        evacuations_failed: stats.failed,
+        evacuations_in_progress: stats.in_progress,
+        usage,
+        problems,
+        run_real_secs: began.elapsed().as_secs_f64(),
+    })
+}
+
+/// Ten times what Nova needs (waves of rebuilds on each survivor), at
+/// least a minute, in real time.
+fn default_timeout(options: &RecoveryOptions) -> Duration {
+    let s = &options.scenario;
+    let t = &options.timing;
+    let per_survivor = s.instances().div_ceil(s.surviving_hosts.max(1));
+    let waves = per_survivor.div_ceil(t.rebuild_concurrency.max(1)) as f64;
+    let nova = t.schedule + waves * (t.rebuild_secs() - t.schedule);
+    Duration::from_secs_f64((10.0 * nova * (1.0 + t.jitter) / options.speed).max(60.0) + 60.0)
+}
+
+async fn list_notifications(
+    client: &mut NotificationServiceClient<tonic::transport::Channel>,
+    segment_id: &str,
+) -> anyhow::Result<Vec<pb::Notification>> {
+    let mut all = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = client
+            .list_notifications(pb::ListNotificationsRequest {
+                page_size: 1000,
+                page_token: token.clone(),
+                segment_id: Some(segment_id.to_owned()),
+                ..Default::default()
+            })
+            .await
+            .context("listing notifications")?
+            .into_inner();
+        all.extend(page.notifications);
+        if page.next_page_token.is_empty() {
+            return Ok(all);
+        }
+        token = page.next_page_token;
+    }
+}
+
+async fn list_vmoves(
+    client: &mut VmoveServiceClient<tonic::transport::Channel>,
+    notification_id: &str,
+) -> anyhow::Result<Vec<pb::Vmove>> {
+    let mut all = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = client
+            .list_vmoves(pb::ListVmovesRequest {
+                notification_id: notification_id.to_owned(),
+                page_size: 1000,
+                page_token: token.clone(),
+                ..Default::default()
+            })
+            .await
+            .context("listing vmoves")?
+            .into_inner();
+        all.extend(page.vmoves);
+        if page.next_page_token.is_empty() {
+            return Ok(all);
+        }
+        token = page.next_page_token;
+    }
+}
