@@ -84,13 +84,21 @@ impl NewNotification {
     /// Validates the report and returns its typed payload.
     pub fn validate(&self) -> Result<NotificationPayload, InvalidField> {
         hostname("hostname", &self.hostname)?;
-        if let Some(key) = &self.idempotency_key
-            && (key.is_empty() || key.chars().count() > IDEMPOTENCY_KEY_MAX)
-        {
-            return Err(InvalidField::new(
-                "idempotency_key",
-                format!("must be 1 to {IDEMPOTENCY_KEY_MAX} characters"),
-            ));
+        if let Some(key) = &self.idempotency_key {
+            if key.is_empty() || key.chars().count() > IDEMPOTENCY_KEY_MAX {
+                return Err(InvalidField::new(
+                    "idempotency_key",
+                    format!("must be 1 to {IDEMPOTENCY_KEY_MAX} characters"),
+                ));
+            }
+            // A key is an opaque token: control characters have no place
+            // in it, and PostgreSQL refuses NUL in text.
+            if key.chars().any(char::is_control) {
+                return Err(InvalidField::new(
+                    "idempotency_key",
+                    "must not contain control characters",
+                ));
+            }
         }
         NotificationPayload::parse(self.notification_type, &self.payload)
     }
@@ -157,4 +165,34 @@ pub struct ProgressEvent {
     pub message: String,
     pub time: DateTime<Utc>,
     pub instance_id: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(key: &str) -> NewNotification {
+        NewNotification {
+            notification_type: NotificationType::ComputeHost,
+            hostname: "compute-01".into(),
+            generated_time: Utc::now(),
+            payload: BTreeMap::from([("event".to_owned(), "STOPPED".to_owned())]),
+            idempotency_key: Some(key.to_owned()),
+            trace_context: None,
+        }
+    }
+
+    #[test]
+    fn idempotency_keys_are_bounded_printable_text() {
+        assert!(report("agent-1/compute-01/1796144497").validate().is_ok());
+        for bad in ["", "a\0a", "line\nbreak", "tab\there"] {
+            let err = report(bad).validate().unwrap_err();
+            assert_eq!(err.field, "idempotency_key", "{bad:?}: {err}");
+        }
+        let long = "k".repeat(IDEMPOTENCY_KEY_MAX + 1);
+        assert_eq!(
+            report(&long).validate().unwrap_err().field,
+            "idempotency_key"
+        );
+    }
 }
