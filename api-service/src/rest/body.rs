@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
+use futures::StreamExt as _;
 use serde_json::{Map, Value};
 
 use super::error::RestError;
@@ -41,9 +42,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 ));
             }
         }
-        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
-            .await
-            .map_err(|_| RestError::TooLarge("Request is too large.".to_owned()))?;
+        let bytes = read_bounded(request.into_body()).await?;
         if bytes.is_empty() {
             return Ok(Self(Value::Null));
         }
@@ -51,6 +50,37 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .map(Self)
             .map_err(|_| RestError::BadRequest("Malformed request body".to_owned()))
     }
+}
+
+/// How much of an oversized body is read and thrown away before the 413,
+/// so that closing the connection does not reset it under the answer.
+const DRAINED_BYTES: usize = 4 * 1024 * 1024;
+
+/// The body, if it is at most [`MAX_BODY_BYTES`] long. An oversized one is
+/// read to its end (up to [`DRAINED_BYTES`]) before it is refused: a server
+/// that closes a connection with request bytes unread makes the kernel send
+/// a reset, and the client may lose the 413 it was about to read.
+async fn read_bounded(body: axum::body::Body) -> Result<Vec<u8>, RestError> {
+    let too_large = || RestError::TooLarge("Request is too large.".to_owned());
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = stream.next().await {
+        // A client that stops sending mid-body gets the same answer as
+        // Masakari gives to a body it cannot read.
+        let chunk =
+            chunk.map_err(|_| RestError::BadRequest("Malformed request body".to_owned()))?;
+        seen = seen.saturating_add(chunk.len());
+        if seen <= MAX_BODY_BYTES {
+            bytes.extend_from_slice(&chunk);
+        } else if seen > DRAINED_BYTES {
+            return Err(too_large());
+        }
+    }
+    if seen > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 /// The object under `key` in `{key: {...}}`, refusing anything else at the

@@ -184,8 +184,19 @@ impl IntoResponse for RestError {
             }
             other => {
                 let name = other.fault_name();
+                // Refused before its body was read: the connection cannot
+                // carry another request, so say it will close, or a client
+                // reusing it would see its next request cut off.
+                let unread_body =
+                    matches!(other, Self::TooLarge(_) | Self::UnsupportedMediaType(_));
                 let body = json!({ name: {"code": status.as_u16(), "message": other.to_string()} });
-                (status, axum::Json(body)).into_response()
+                let mut response = (status, axum::Json(body)).into_response();
+                if unread_body {
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                response
             }
         }
     }
