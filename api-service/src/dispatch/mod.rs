@@ -34,6 +34,43 @@ use crate::service::Api;
 use crate::status::{NotificationStatus, RunEnd, RunOutcome};
 use crate::store::{self, Due, Resolved};
 
+/// How long the engine is given to close its side of a run cancelled for
+/// a protocol error.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// Tells the engine to stop a run whose events the API refused, then reads
+/// (and drops, unacknowledged) what it still sends until its `Done` or the
+/// end of the stream, for at most [`CANCEL_GRACE`]. Dropping the call at
+/// once would reset the HTTP/2 stream, and the `Cancel` still queued behind
+/// it might never reach the engine, which would then go on touching
+/// instances nobody records.
+async fn cancel_for_protocol_error(
+    requests: &mpsc::Sender<pb::RecoverRequest>,
+    events: &mut tonic::Streaming<pb::RecoverEvent>,
+    reason: &str,
+) {
+    tracing::error!(%reason, "cancelling the run");
+    let _ = requests.send(convert::cancel(reason)).await;
+    let closed = tokio::time::timeout(CANCEL_GRACE, async {
+        let mut dropped = 0usize;
+        while let Some(Ok(event)) = events.next().await {
+            dropped += 1;
+            if matches!(event.body, Some(pb::recover_event::Body::Done(_))) {
+                break;
+            }
+        }
+        dropped
+    })
+    .await;
+    match closed {
+        Ok(dropped) => tracing::debug!(dropped, "engine closed the cancelled run"),
+        Err(_) => tracing::warn!(
+            grace = ?CANCEL_GRACE,
+            "engine did not close the cancelled run in time; dropping the stream"
+        ),
+    }
+}
+
 /// `[dispatch]`: how recoveries are run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -495,8 +532,7 @@ impl Dispatcher {
                 Ok(events) => events,
                 Err(e) => {
                     let reason = format!("engine protocol error: {e}");
-                    tracing::error!(%reason, "cancelling the run");
-                    let _ = requests.send(convert::cancel(&reason)).await;
+                    cancel_for_protocol_error(&requests, &mut events, &reason).await;
                     break RunEnd::Lost { reason };
                 }
             };
@@ -504,8 +540,7 @@ impl Dispatcher {
                 Ok(applied) => applied,
                 Err(store::Error::Rejected(reason)) => {
                     let reason = format!("engine protocol error: {reason}");
-                    tracing::error!(%reason, "cancelling the run");
-                    let _ = requests.send(convert::cancel(&reason)).await;
+                    cancel_for_protocol_error(&requests, &mut events, &reason).await;
                     break RunEnd::Lost { reason };
                 }
                 Err(e) => {

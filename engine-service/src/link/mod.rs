@@ -150,6 +150,10 @@ async fn session(
                 break;
             }
         }
+        if api_gone && done_at.is_some() {
+            // Nobody is left to acknowledge Done.
+            break;
+        }
         if api_gone && done_at.is_none() {
             // Keep draining until the cancelled run reports done, so its
             // workers finish their clean-up (unlocking) undisturbed.
