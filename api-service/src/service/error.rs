@@ -4,7 +4,7 @@
 use crate::domain::InvalidField;
 use crate::store;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// The request is malformed; the field is named.
     #[error("{0}")]

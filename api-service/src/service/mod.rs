@@ -5,6 +5,7 @@
 
 mod error;
 mod hosts;
+mod intake;
 mod notifications;
 mod segments;
 mod vmoves;
@@ -19,6 +20,7 @@ pub use watch::WatchUpdate;
 
 use crate::changes::ChangeFeed;
 use crate::store::{Store, Unfinished};
+use intake::IntakeQueue;
 
 /// Settings of the notification intake.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,14 +48,26 @@ impl Default for IntakeSettings {
 pub struct Api {
     store: Store,
     intake: Arc<IntakeSettings>,
+    intake_queue: IntakeQueue,
     changes: ChangeFeed,
 }
 
+/// Writer tasks of the intake queue at most: half the database pool, up to
+/// four (SQLite, with one connection, gets one).
+const INTAKE_WRITERS: usize = 4;
+
 impl Api {
+    /// The API over `store`; starts the intake's writer tasks, so it must
+    /// be called on a Tokio runtime.
     pub fn new(store: Store, intake: IntakeSettings, changes: ChangeFeed) -> Self {
+        let intake = Arc::new(intake);
+        let writers = (store.pool_size() as usize / 2).clamp(1, INTAKE_WRITERS);
+        let intake_queue =
+            IntakeQueue::start(store.clone(), intake.clone(), changes.clone(), writers);
         Self {
             store,
-            intake: Arc::new(intake),
+            intake,
+            intake_queue,
             changes,
         }
     }

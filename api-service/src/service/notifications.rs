@@ -5,7 +5,6 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 
 use super::{Api, Error};
-use crate::changes::Change;
 use crate::domain::{
     InvalidField, NewNotification, Notification, NotificationFilter, NotificationId,
     NotificationPayload, Page, PageRequest, ProgressEvent,
@@ -93,7 +92,8 @@ fn check_generated_time(
 }
 
 impl Api {
-    /// Validates and stores a failure report. A retried request with the
+    /// Validates and stores a failure report (with the reports arriving at
+    /// the same time: see [`super::intake`]). A retried request with the
     /// idempotency key of an earlier one returns that earlier notification.
     #[tracing::instrument(skip_all, fields(hostname = %new.hostname, notification_type = %new.notification_type))]
     pub async fn create_notification(
@@ -104,45 +104,7 @@ impl Api {
         check_generated_time(new.generated_time, Utc::now(), self.intake.max_clock_skew)?;
         // Stored at microsecond precision; compare replays at the same.
         new.generated_time = new.generated_time.trunc_subsecs(6);
-        if let Some(key) = &new.idempotency_key
-            && let Some(earlier) = self.store.notification_by_idempotency_key(key).await?
-        {
-            return replay(&new, earlier);
-        }
-        let window = self.intake.duplicate_window;
-        let chrono_window = chrono::Duration::from_std(window)
-            .map_err(|e| Error::internal(&format!("duplicate window out of range: {e}")))?;
-        let created = self
-            .store
-            .create_notification(&new, chrono_window, |context| {
-                decide_intake(context, &payload, window.as_secs())
-            })
-            .await;
-        let notification = match created {
-            Ok(notification) => notification,
-            // Two requests with one key raced; the other one won.
-            Err(Error::AlreadyExists(_)) if new.idempotency_key.is_some() => {
-                let key = new.idempotency_key.as_deref().unwrap_or_default();
-                match self.store.notification_by_idempotency_key(key).await? {
-                    Some(earlier) => return replay(&new, earlier),
-                    None => {
-                        return Err(Error::AlreadyExists(format!(
-                            "idempotency_key {key:?} was used by another request"
-                        )));
-                    }
-                }
-            }
-            Err(err) => return Err(err),
-        };
-        tracing::info!(
-            notification_id = %notification.id,
-            status = %notification.status,
-            "notification created"
-        );
-        crate::metrics::notification_resolved(&notification);
-        self.changes
-            .publish(Change::Notification(notification.clone()));
-        Ok(notification)
+        self.intake_queue.submit(new, payload).await
     }
 
     #[tracing::instrument(skip(self))]
@@ -168,7 +130,7 @@ impl Api {
 
 /// The earlier notification for a retried request, if it is the same
 /// request.
-fn replay(new: &NewNotification, earlier: Notification) -> Result<Notification, Error> {
+pub(super) fn replay(new: &NewNotification, earlier: Notification) -> Result<Notification, Error> {
     let same = earlier.notification_type == new.notification_type
         && earlier.hostname == new.hostname
         && earlier.payload == new.payload

@@ -23,7 +23,7 @@ use sea_orm::{
 };
 
 pub use dispatch::{Applied, Due, Resolved};
-pub use notifications::{IntakeContext, IntakeDecision, Unfinished};
+pub use notifications::{Intake, IntakeContext, IntakeDecision, Unfinished};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
@@ -74,8 +74,24 @@ impl Error {
         }
     }
 
-    pub fn is_unique_violation(&self) -> bool {
-        matches!(self, Self::Conflict(_))
+    /// Whether the change lost to a concurrent one and may succeed if
+    /// tried again: a unique violation, or a transaction the database
+    /// aborted to break a deadlock or a serialization conflict (SQLSTATE
+    /// 40001 on PostgreSQL and MySQL, 40P01 on PostgreSQL).
+    pub fn is_contention(&self) -> bool {
+        match self {
+            Self::Conflict(_) => true,
+            Self::Database(
+                DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e))
+                | DbErr::Query(sea_orm::RuntimeErr::SqlxError(e)),
+            ) => match &**e {
+                sea_orm::sqlx::Error::Database(db) => {
+                    matches!(db.code().as_deref(), Some("40001" | "40P01"))
+                }
+                _ => false,
+            },
+            _ => false,
+        }
     }
 }
 
@@ -105,6 +121,8 @@ impl DatabaseOptions {
 #[derive(Clone, Debug)]
 pub struct Store {
     db: DatabaseConnection,
+    /// Connections in the pool (1 on SQLite).
+    pool_size: u32,
 }
 
 impl Store {
@@ -159,7 +177,17 @@ impl Store {
                 source,
             })?;
         migrate(&db, options).await?;
-        Ok(Self { db })
+        let pool_size = if options.url.starts_with("sqlite:") {
+            1
+        } else {
+            options.max_connections.max(1)
+        };
+        Ok(Self { db, pool_size })
+    }
+
+    /// Connections in the pool: how many statements can run at once.
+    pub fn pool_size(&self) -> u32 {
+        self.pool_size
     }
 
     pub fn backend(&self) -> DbBackend {

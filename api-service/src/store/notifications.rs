@@ -2,12 +2,12 @@
 //! transaction that checks a new failure report against its host, segment
 //! and recent reports atomically.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait,
+    ActiveValue::NotSet, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect,
 };
 
@@ -126,120 +126,303 @@ pub struct IntakeDecision {
     pub message: Option<String>,
 }
 
+/// What the intake transaction did with one report of a batch.
+#[derive(Debug)]
+pub enum Intake<E> {
+    /// Stored with the status the rules decided.
+    Created(Notification),
+    /// Its idempotency key already names this notification (stored before,
+    /// or created from an earlier report of the same batch); nothing was
+    /// stored for it. Whether it is the same report is the caller's rule.
+    KeyUsed(Notification),
+    /// The rules refused it; nothing was stored for it.
+    Refused(E),
+}
+
+/// A report's outcome before the batch's rows are read back.
+enum Slot<E> {
+    Created(String),
+    KeyOfBatch(String),
+    KeyUsed(Notification),
+    Refused(E),
+}
+
+/// Whether `candidate` is a duplicate of `new`: the same host, type and
+/// payload, generated within `window` of it (either side: a report stamped
+/// ahead by a fast clock must not swallow the ones after it).
+fn is_duplicate(
+    candidate: &notification::Model,
+    new: &NewNotification,
+    host_uuid: &str,
+    payload: &str,
+    window: chrono::Duration,
+) -> bool {
+    candidate.source_host_uuid == host_uuid
+        && candidate.r#type == new.notification_type.as_str()
+        && candidate.payload == payload
+        && (candidate.generated_time - new.generated_time).abs() <= window
+}
+
 impl Store {
-    /// Stores a failure report in one transaction: reads the host (locked,
-    /// with its segment share-locked) and the duplicate candidates, lets
-    /// `decide` apply the intake rules, and inserts what it decided.
-    pub async fn create_notification<E: From<Error>>(
+    /// Stores a batch of failure reports in one transaction: a group
+    /// commit, one round of statements for many concurrent reports. For
+    /// every report it reads what a report alone needs: the notification
+    /// its idempotency key already names, its host (locked, with the
+    /// segment share-locked) and its duplicate candidates; `decide(i, …)`
+    /// applies the intake rules to report `i`, and what they decided is
+    /// inserted. Earlier reports of the batch count as stored for later
+    /// ones (duplicates, idempotency keys).
+    ///
+    /// Segments, then hosts, are locked in id order, so that batches never
+    /// wait for each other in a circle. An error stores nothing of the
+    /// batch; [`Error::is_contention`] says whether trying it again can
+    /// succeed (another transaction took one of its idempotency keys, or
+    /// the database broke a deadlock).
+    pub async fn create_notifications<E: From<Error>>(
         &self,
-        new: &NewNotification,
+        batch: &[NewNotification],
         duplicate_window: chrono::Duration,
-        decide: impl FnOnce(IntakeContext<'_>) -> Result<IntakeDecision, E>,
-    ) -> Result<Notification, E> {
+        mut decide: impl FnMut(usize, IntakeContext<'_>) -> Result<IntakeDecision, E>,
+    ) -> Result<Vec<Intake<E>>> {
         let txn = self.begin_write().await?;
-        // Lock order: segment (shared), then host, as segment deletes do.
-        let unlocked = host::Entity::find()
-            .filter(host::Column::Name.eq(new.hostname.as_str()))
-            .one(&txn)
-            .await
-            .map_err(Error::from)?;
-        let (host, segment) = match unlocked {
-            None => (None, None),
-            Some(row) => {
-                let segment = segment::Entity::find()
-                    .filter(segment::Column::Uuid.eq(row.segment_uuid.as_str()))
-                    .lock_shared()
-                    .one(&txn)
-                    .await
-                    .map_err(Error::from)?;
-                let host = host::Entity::find()
-                    .filter(host::Column::Uuid.eq(row.uuid.as_str()))
-                    .lock_exclusive()
-                    .one(&txn)
-                    .await
-                    .map_err(Error::from)?;
-                (
-                    host.map(to_host).transpose()?,
-                    segment.map(to_segment).transpose()?,
-                )
+
+        let mut names: Vec<&str> = batch.iter().map(|n| n.hostname.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let unlocked: HashMap<String, host::Model> = host::Entity::find()
+            .filter(host::Column::Name.is_in(names))
+            .all(&txn)
+            .await?
+            .into_iter()
+            .map(|row| (row.name.clone(), row))
+            .collect();
+        let mut segments: HashMap<String, Segment> = HashMap::new();
+        let mut hosts: HashMap<String, Host> = HashMap::new();
+        if !unlocked.is_empty() {
+            let segment_ids: BTreeSet<&str> =
+                unlocked.values().map(|h| h.segment_uuid.as_str()).collect();
+            for row in segment::Entity::find()
+                .filter(segment::Column::Uuid.is_in(segment_ids))
+                .order_by_asc(segment::Column::Uuid)
+                .lock_shared()
+                .all(&txn)
+                .await?
+            {
+                segments.insert(row.uuid.clone(), to_segment(row)?);
             }
-        };
-        let duplicates = match &host {
-            None => Vec::new(),
-            Some(host) => {
-                // Within the window either side: a report stamped ahead
-                // (a fast clock) must not swallow the ones after it.
-                let since = new
-                    .generated_time
-                    .checked_sub_signed(duplicate_window)
-                    .unwrap_or(DateTime::<Utc>::MIN_UTC);
-                let until = new
-                    .generated_time
-                    .checked_add_signed(duplicate_window)
-                    .unwrap_or(DateTime::<Utc>::MAX_UTC);
-                notification::Entity::find()
-                    .filter(notification::Column::SourceHostUuid.eq(host.id.to_string()))
-                    .filter(notification::Column::Type.eq(new.notification_type.as_str()))
-                    .filter(notification::Column::GeneratedTime.between(since, until))
-                    .order_by_asc(notification::Column::Id)
-                    .all(&txn)
-                    .await
-                    .map_err(Error::from)?
-                    .into_iter()
-                    .map(to_notification)
-                    .filter(|n| n.as_ref().map_or(true, |n| n.payload == new.payload))
-                    .collect::<Result<Vec<_>>>()?
+            let host_ids: BTreeSet<&str> = unlocked.values().map(|h| h.uuid.as_str()).collect();
+            for row in host::Entity::find()
+                .filter(host::Column::Uuid.is_in(host_ids))
+                .order_by_asc(host::Column::Uuid)
+                .lock_exclusive()
+                .all(&txn)
+                .await?
+            {
+                hosts.insert(row.uuid.clone(), to_host(row)?);
             }
-        };
-        let context = IntakeContext {
-            new,
-            host: host.clone(),
-            segment: segment.clone(),
-            duplicates,
-        };
-        let decision = decide(context)?;
-        let (Some(host), Some(segment)) = (host, segment) else {
-            // The rules refuse reports for unknown hosts; nothing to store.
-            return Err(Error::not_found("host", &new.hostname).into());
+        }
+
+        // After the locks: a report sent twice at once with one key takes
+        // the same host lock, so the second batch reads the first's row
+        // here (READ COMMITTED) instead of taking it for a duplicate.
+        let mut keys: Vec<&str> = batch
+            .iter()
+            .filter_map(|n| n.idempotency_key.as_deref())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut by_key: HashMap<String, Slot<E>> = HashMap::new();
+        if !keys.is_empty() {
+            for row in notification::Entity::find()
+                .filter(notification::Column::IdempotencyKey.is_in(keys))
+                .all(&txn)
+                .await?
+            {
+                if let Some(key) = row.idempotency_key.clone() {
+                    by_key.insert(key, Slot::KeyUsed(to_notification(row)?));
+                }
+            }
+        }
+
+        // Each report's payload as stored (a sorted map's JSON, so equal
+        // maps are equal text), and the candidates for all of them in one
+        // query; the comparison is redone exactly below (MySQL compares
+        // text without regard to case).
+        let payloads: Vec<String> = batch
+            .iter()
+            .map(|n| serde_json::to_string(&n.payload).expect("a string map serialises"))
+            .collect();
+        let mut wanted = Condition::any();
+        let mut any_wanted = false;
+        for (new, payload) in batch.iter().zip(&payloads) {
+            let Some(row) = unlocked.get(&new.hostname) else {
+                continue;
+            };
+            let since = new
+                .generated_time
+                .checked_sub_signed(duplicate_window)
+                .unwrap_or(DateTime::<Utc>::MIN_UTC);
+            let until = new
+                .generated_time
+                .checked_add_signed(duplicate_window)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
+            wanted = wanted.add(
+                Condition::all()
+                    .add(notification::Column::SourceHostUuid.eq(row.uuid.as_str()))
+                    .add(notification::Column::Type.eq(new.notification_type.as_str()))
+                    .add(notification::Column::GeneratedTime.between(since, until))
+                    .add(notification::Column::Payload.eq(payload.as_str())),
+            );
+            any_wanted = true;
+        }
+        let mut candidates: Vec<notification::Model> = if any_wanted {
+            notification::Entity::find()
+                .filter(wanted)
+                .order_by_asc(notification::Column::Id)
+                .all(&txn)
+                .await?
+        } else {
+            Vec::new()
         };
 
         let at = now();
-        let row = notification::ActiveModel {
-            uuid: Set(NotificationId::new().to_string()),
-            r#type: Set(new.notification_type.as_str().to_owned()),
-            hostname: Set(new.hostname.clone()),
-            source_host_uuid: Set(host.id.to_string()),
-            segment_uuid: Set(segment.id.to_string()),
-            generated_time: Set(new.generated_time),
-            payload: Set(serde_json::to_string(&new.payload).expect("a string map serialises")),
-            status: Set(decision.status.as_str().to_owned()),
-            message: Set(decision.message),
-            idempotency_key: Set(new.idempotency_key.clone()),
-            attempts: Set(0),
-            run_id: Set(None),
-            run_sequence: Set(0),
-            claimed_by: Set(None),
-            lease_until: Set(None),
-            next_attempt_at: Set(None),
-            trace_context: Set(new.trace_context.clone()),
-            created_at: Set(at),
-            updated_at: Set(at),
-            ..Default::default()
+        let mut slots: Vec<Slot<E>> = Vec::with_capacity(batch.len());
+        let mut rows: Vec<notification::ActiveModel> = Vec::new();
+        for (i, (new, payload)) in batch.iter().zip(&payloads).enumerate() {
+            if let Some(key) = &new.idempotency_key {
+                match by_key.get(key) {
+                    Some(Slot::KeyUsed(earlier)) => {
+                        slots.push(Slot::KeyUsed(earlier.clone()));
+                        continue;
+                    }
+                    Some(Slot::Created(uuid) | Slot::KeyOfBatch(uuid)) => {
+                        slots.push(Slot::KeyOfBatch(uuid.clone()));
+                        continue;
+                    }
+                    Some(Slot::Refused(_)) | None => {}
+                }
+            }
+            let found = unlocked.get(&new.hostname);
+            let host = found.and_then(|row| hosts.get(&row.uuid)).cloned();
+            let segment = found
+                .and_then(|row| segments.get(&row.segment_uuid))
+                .cloned();
+            let duplicates = match &host {
+                None => Vec::new(),
+                Some(host) => {
+                    let host_uuid = host.id.to_string();
+                    candidates
+                        .iter()
+                        .filter(|c| is_duplicate(c, new, &host_uuid, payload, duplicate_window))
+                        .cloned()
+                        .map(to_notification)
+                        .collect::<Result<Vec<_>>>()?
+                }
+            };
+            let context = IntakeContext {
+                new,
+                host: host.clone(),
+                segment: segment.clone(),
+                duplicates,
+            };
+            let decision = match decide(i, context) {
+                Ok(decision) => decision,
+                Err(refused) => {
+                    slots.push(Slot::Refused(refused));
+                    continue;
+                }
+            };
+            let (Some(host), Some(segment)) = (host, segment) else {
+                // The rules refuse reports for unknown hosts; nothing to store.
+                slots.push(Slot::Refused(
+                    Error::not_found("host", &new.hostname).into(),
+                ));
+                continue;
+            };
+            let uuid = NotificationId::new().to_string();
+            let row = notification::Model {
+                id: 0,
+                uuid: uuid.clone(),
+                r#type: new.notification_type.as_str().to_owned(),
+                hostname: new.hostname.clone(),
+                source_host_uuid: host.id.to_string(),
+                segment_uuid: segment.id.to_string(),
+                generated_time: new.generated_time,
+                payload: payload.clone(),
+                status: decision.status.as_str().to_owned(),
+                message: decision.message,
+                idempotency_key: new.idempotency_key.clone(),
+                attempts: 0,
+                run_id: None,
+                run_sequence: 0,
+                claimed_by: None,
+                lease_until: None,
+                next_attempt_at: None,
+                trace_context: new.trace_context.clone(),
+                created_at: at,
+                updated_at: at,
+            };
+            let mut active: notification::ActiveModel = row.clone().into();
+            active.id = NotSet;
+            rows.push(active);
+            // Later reports of the batch see this one as stored.
+            candidates.push(row);
+            if let Some(key) = &new.idempotency_key {
+                by_key.insert(key.clone(), Slot::Created(uuid.clone()));
+            }
+            slots.push(Slot::Created(uuid));
         }
-        .insert(&txn)
-        .await
-        .map_err(|e| {
-            Error::unique(e, || {
-                format!(
-                    "idempotency_key {:?} was used by another request",
-                    new.idempotency_key.as_deref().unwrap_or_default()
-                )
-            })
-        })?;
-        txn.commit().await.map_err(Error::from)?;
-        Ok(to_notification(row)?)
-    }
 
+        let mut stored: HashMap<String, Notification> = HashMap::new();
+        if !rows.is_empty() {
+            let uuids: Vec<String> = slots
+                .iter()
+                .filter_map(|slot| match slot {
+                    Slot::Created(uuid) => Some(uuid.clone()),
+                    _ => None,
+                })
+                .collect();
+            notification::Entity::insert_many(rows)
+                .exec(&txn)
+                .await
+                .map_err(|e| {
+                    Error::unique(e, || {
+                        "an idempotency key of the report was used by another request at the same time"
+                            .to_owned()
+                    })
+                })?;
+            for row in notification::Entity::find()
+                .filter(notification::Column::Uuid.is_in(uuids))
+                .all(&txn)
+                .await?
+            {
+                stored.insert(row.uuid.clone(), to_notification(row)?);
+            }
+        }
+        txn.commit().await?;
+
+        let read_back = |uuid: &str| {
+            stored.get(uuid).cloned().ok_or_else(|| {
+                Error::Database(sea_orm::DbErr::RecordNotFound(format!(
+                    "notification {uuid} just inserted"
+                )))
+            })
+        };
+        slots
+            .into_iter()
+            .map(|slot| {
+                Ok(match slot {
+                    Slot::Created(uuid) => Intake::Created(read_back(&uuid)?),
+                    Slot::KeyOfBatch(uuid) => Intake::KeyUsed(read_back(&uuid)?),
+                    Slot::KeyUsed(earlier) => Intake::KeyUsed(earlier),
+                    Slot::Refused(refused) => Intake::Refused(refused),
+                })
+            })
+            .collect()
+    }
+}
+
+impl Store {
     pub async fn notification(&self, id: NotificationId) -> Result<Notification> {
         let row = notification::Entity::find()
             .filter(notification::Column::Uuid.eq(id.to_string()))
@@ -247,15 +430,6 @@ impl Store {
             .await?
             .ok_or_else(|| Error::not_found("notification", id))?;
         to_notification(row)
-    }
-
-    pub async fn notification_by_idempotency_key(&self, key: &str) -> Result<Option<Notification>> {
-        notification::Entity::find()
-            .filter(notification::Column::IdempotencyKey.eq(key))
-            .one(&self.db)
-            .await?
-            .map(to_notification)
-            .transpose()
     }
 
     /// The notification's progress events, in order.

@@ -7,7 +7,7 @@ use tonic::Code;
 
 use crate::backends::Backend;
 use crate::helpers::{
-    assert_status, host_down, now, payload, segment_with_hosts, snapshot, spawn_app,
+    assert_status, host_down, now, payload, segment_with_hosts, snapshot, spawn_app, spawn_app_with,
 };
 use crate::on_every_backend;
 
@@ -17,6 +17,7 @@ on_every_backend!(
     hosts_on_maintenance_refuse_all_but_started_events,
     duplicates_name_the_earlier_notification,
     idempotency_keys_return_the_first_result,
+    reports_sent_together_are_kept_exactly_once,
     disabled_segments_store_ignored_notifications,
     unfinished_notifications_lock_their_segment_and_hosts,
     list_newest_first_with_filters
@@ -200,6 +201,71 @@ async fn idempotency_keys_return_the_first_result(backend: Backend) {
         Code::AlreadyExists,
         &first.id,
     );
+    app.stop().await;
+}
+
+/// A burst, as when a rack loses power: many reports at once, each sent
+/// twice at the same moment, half of them with an idempotency key (an
+/// agent retrying after a lost answer) and half without (two agents seeing
+/// the same failure). Stored together or not, each report is kept once: a
+/// keyed pair gets one notification twice, an unkeyed pair one
+/// notification and one ALREADY_EXISTS naming it.
+async fn reports_sent_together_are_kept_exactly_once(backend: Backend) {
+    let Some(mut app) = spawn_app_with(backend, |s| s.limits.requests_per_second = 0.0).await
+    else {
+        return;
+    };
+    let hosts: Vec<String> = (1..=6).map(|i| format!("compute-{i:02}")).collect();
+    let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    segment_with_hosts(&mut app, "rack-a", &names).await;
+    let reports: Vec<pb::CreateNotificationRequest> = (0..120)
+        .map(|i| pb::CreateNotificationRequest {
+            r#type: pb::NotificationType::Vm as i32,
+            hostname: hosts[i % hosts.len()].clone(),
+            generated_time: Some(now()),
+            payload: payload(&[
+                ("instance_uuid", &format!("00000000-0000-4000-8000-{i:012}")),
+                ("vir_domain_event", "STOPPED_FAILED"),
+                ("event", "LIFECYCLE"),
+            ]),
+            idempotency_key: if i % 2 == 0 {
+                format!("burst-{i}")
+            } else {
+                String::new()
+            },
+        })
+        .collect();
+    let sends = reports.iter().flat_map(|report| {
+        [report.clone(), report.clone()].map(|request| {
+            let mut client = app.notifications.clone();
+            async move { client.create_notification(request).await }
+        })
+    });
+    let answers = futures::future::join_all(sends).await;
+    for (i, pair) in answers.chunks(2).enumerate() {
+        let keyed = i % 2 == 0;
+        match (&pair[0], &pair[1]) {
+            (Ok(a), Ok(b)) if keyed => assert_eq!(a.get_ref().id, b.get_ref().id, "report {i}"),
+            (Ok(stored), Err(refused)) | (Err(refused), Ok(stored)) if !keyed => {
+                assert_eq!(
+                    refused.code(),
+                    Code::AlreadyExists,
+                    "report {i}: {refused:?}"
+                );
+                assert!(
+                    refused.message().contains(&stored.get_ref().id),
+                    "report {i}: {:?} does not name {}",
+                    refused.message(),
+                    stored.get_ref().id
+                );
+            }
+            other => panic!("report {i} (keyed: {keyed}): {other:?}"),
+        }
+    }
+    let stored = snapshot(&mut app).await.notifications;
+    assert_eq!(stored.len(), reports.len());
+    let ids: std::collections::HashSet<&str> = stored.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids.len(), reports.len(), "an id twice");
     app.stop().await;
 }
 

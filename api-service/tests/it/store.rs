@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use chrono::{SubsecRound, Utc};
 use instanceha_api::domain::{NewNotification, NotificationType};
 use instanceha_api::status::{NotificationEvent, NotificationStatus};
-use instanceha_api::store::{self, IntakeDecision};
+use instanceha_api::store::{self, Intake, IntakeDecision};
 
 use crate::backends::Backend;
 use crate::helpers::{segment_with_hosts, spawn_app};
@@ -30,16 +30,21 @@ fn report(host: &str) -> NewNotification {
 }
 
 async fn stored(app: &crate::helpers::TestApp, host: &str) -> instanceha_api::domain::Notification {
-    app.api
+    let stored = app
+        .api
         .store()
-        .create_notification(&report(host), chrono::Duration::seconds(0), |_| {
+        .create_notifications(&[report(host)], chrono::Duration::seconds(0), |_, _| {
             Ok::<_, store::Error>(IntakeDecision {
                 status: NotificationStatus::New,
                 message: None,
             })
         })
         .await
-        .unwrap()
+        .unwrap();
+    match stored.into_iter().next() {
+        Some(Intake::Created(notification)) => notification,
+        other => panic!("not created: {other:?}"),
+    }
 }
 
 async fn status_changes_are_compare_and_set(backend: Backend) {

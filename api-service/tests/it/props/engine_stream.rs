@@ -35,7 +35,7 @@ use instanceha_api::domain::{
 use instanceha_api::status::{
     NotificationStatus, RunEnd, RunOutcome, VMoveStatus, VMoveView, resolve_final_status,
 };
-use instanceha_api::store::{self, IntakeDecision, Store};
+use instanceha_api::store::{self, Intake, IntakeDecision, Store};
 use instanceha_proto::engine::v1 as epb;
 use instanceha_proto::v1 as pb;
 use proptest::prelude::*;
@@ -345,8 +345,8 @@ async fn claimed(store: &Store) -> (NotificationId, String) {
         idempotency_key: None,
         trace_context: None,
     };
-    let n = store
-        .create_notification(&new, chrono::Duration::zero(), |_| {
+    let stored = store
+        .create_notifications(&[new], chrono::Duration::zero(), |_, _| {
             Ok::<_, store::Error>(IntakeDecision {
                 status: NotificationStatus::New,
                 message: None,
@@ -354,6 +354,9 @@ async fn claimed(store: &Store) -> (NotificationId, String) {
         })
         .await
         .unwrap();
+    let Some(Intake::Created(n)) = stored.into_iter().next() else {
+        panic!("the notification was not created");
+    };
     let (_, run) = store.claim(n.id, "props", LEASE).await.unwrap().unwrap();
     (n.id, run.run_id)
 }
