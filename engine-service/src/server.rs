@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use instanceha_proto::engine::v1 as pb;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
 
 use crate::link::RecoverService;
@@ -126,7 +125,7 @@ impl Server {
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), async {
+            .serve_with_incoming_shutdown(without_nagle(self.listener), async {
                 shutdown.await;
                 tracing::info!("shutting down");
                 reporter
@@ -185,4 +184,11 @@ pub async fn shutdown_signal() {
         () = ctrl_c => tracing::info!("received SIGINT"),
         () = terminate => tracing::info!("received SIGTERM"),
     }
+}
+
+/// The accepted connections, with Nagle's algorithm off (what tonic does
+/// for the sockets it binds itself): otherwise a response written in more
+/// than one segment waits for the client's delayed ACK, some 40 ms a call.
+fn without_nagle(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }
