@@ -2,10 +2,10 @@
 //! transaction that checks a new failure report against its host, segment
 //! and recent reports atomically.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
+use sea_orm::sea_query::{Expr, Query};
 use sea_orm::{
     ActiveValue::NotSet, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect,
@@ -189,37 +189,35 @@ impl Store {
         let mut names: Vec<&str> = batch.iter().map(|n| n.hostname.as_str()).collect();
         names.sort_unstable();
         names.dedup();
-        let unlocked: HashMap<String, host::Model> = host::Entity::find()
-            .filter(host::Column::Name.is_in(names))
+        // The reports' segments share-locked, then their hosts locked (the
+        // order segment deletes take too), each in id order.
+        let mut segments: HashMap<String, Segment> = HashMap::new();
+        for row in segment::Entity::find()
+            .filter(
+                segment::Column::Uuid.in_subquery(
+                    Query::select()
+                        .column(host::Column::SegmentUuid)
+                        .from(host::Entity)
+                        .and_where(host::Column::Name.is_in(names.iter().copied()))
+                        .to_owned(),
+                ),
+            )
+            .order_by_asc(segment::Column::Uuid)
+            .lock_shared()
             .all(&txn)
             .await?
-            .into_iter()
-            .map(|row| (row.name.clone(), row))
-            .collect();
-        let mut segments: HashMap<String, Segment> = HashMap::new();
+        {
+            segments.insert(row.uuid.clone(), to_segment(row)?);
+        }
         let mut hosts: HashMap<String, Host> = HashMap::new();
-        if !unlocked.is_empty() {
-            let segment_ids: BTreeSet<&str> =
-                unlocked.values().map(|h| h.segment_uuid.as_str()).collect();
-            for row in segment::Entity::find()
-                .filter(segment::Column::Uuid.is_in(segment_ids))
-                .order_by_asc(segment::Column::Uuid)
-                .lock_shared()
-                .all(&txn)
-                .await?
-            {
-                segments.insert(row.uuid.clone(), to_segment(row)?);
-            }
-            let host_ids: BTreeSet<&str> = unlocked.values().map(|h| h.uuid.as_str()).collect();
-            for row in host::Entity::find()
-                .filter(host::Column::Uuid.is_in(host_ids))
-                .order_by_asc(host::Column::Uuid)
-                .lock_exclusive()
-                .all(&txn)
-                .await?
-            {
-                hosts.insert(row.uuid.clone(), to_host(row)?);
-            }
+        for row in host::Entity::find()
+            .filter(host::Column::Name.is_in(names))
+            .order_by_asc(host::Column::Uuid)
+            .lock_exclusive()
+            .all(&txn)
+            .await?
+        {
+            hosts.insert(row.name.clone(), to_host(row)?);
         }
 
         // After the locks: a report sent twice at once with one key takes
@@ -255,7 +253,7 @@ impl Store {
         let mut wanted = Condition::any();
         let mut any_wanted = false;
         for (new, payload) in batch.iter().zip(&payloads) {
-            let Some(row) = unlocked.get(&new.hostname) else {
+            let Some(host) = hosts.get(&new.hostname) else {
                 continue;
             };
             let since = new
@@ -268,7 +266,7 @@ impl Store {
                 .unwrap_or(DateTime::<Utc>::MAX_UTC);
             wanted = wanted.add(
                 Condition::all()
-                    .add(notification::Column::SourceHostUuid.eq(row.uuid.as_str()))
+                    .add(notification::Column::SourceHostUuid.eq(host.id.to_string()))
                     .add(notification::Column::Type.eq(new.notification_type.as_str()))
                     .add(notification::Column::GeneratedTime.between(since, until))
                     .add(notification::Column::Payload.eq(payload.as_str())),
@@ -302,10 +300,13 @@ impl Store {
                     Some(Slot::Refused(_)) | None => {}
                 }
             }
-            let found = unlocked.get(&new.hostname);
-            let host = found.and_then(|row| hosts.get(&row.uuid)).cloned();
-            let segment = found
-                .and_then(|row| segments.get(&row.segment_uuid))
+            let host = hosts.get(&new.hostname).cloned();
+            // A host moved to another segment since the first statement has
+            // no locked segment here: the report is refused, as for a host
+            // in no segment.
+            let segment = host
+                .as_ref()
+                .and_then(|h| segments.get(&h.segment_id.to_string()))
                 .cloned();
             let duplicates = match &host {
                 None => Vec::new(),
@@ -382,20 +383,28 @@ impl Store {
                     _ => None,
                 })
                 .collect();
-            notification::Entity::insert_many(rows)
-                .exec(&txn)
-                .await
-                .map_err(|e| {
-                    Error::unique(e, || {
-                        "an idempotency key of the report was used by another request at the same time"
-                            .to_owned()
-                    })
-                })?;
-            for row in notification::Entity::find()
-                .filter(notification::Column::Uuid.is_in(uuids))
-                .all(&txn)
-                .await?
-            {
+            let inserted = notification::Entity::insert_many(rows);
+            let unique = |e| {
+                Error::unique(e, || {
+                    "an idempotency key of the report was used by another request at the same time"
+                        .to_owned()
+                })
+            };
+            // PostgreSQL and SQLite return the rows (with their ids) from
+            // the insert itself; MySQL has them read back.
+            let rows = if txn.support_returning() {
+                inserted.exec_with_returning(&txn).await.map_err(unique)?
+            } else {
+                inserted
+                    .exec_without_returning(&txn)
+                    .await
+                    .map_err(unique)?;
+                notification::Entity::find()
+                    .filter(notification::Column::Uuid.is_in(uuids))
+                    .all(&txn)
+                    .await?
+            };
+            for row in rows {
                 stored.insert(row.uuid.clone(), to_notification(row)?);
             }
         }
