@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, Query};
 use sea_orm::{
-    ActiveValue::NotSet, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    ActiveValue::NotSet, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 
 use super::entity::{host, notification, progress_event, segment};
@@ -250,12 +250,17 @@ impl Store {
             .iter()
             .map(|n| serde_json::to_string(&n.payload).expect("a string map serialises"))
             .collect();
-        let mut wanted = Condition::any();
-        let mut any_wanted = false;
+        let mut host_ids: Vec<String> = Vec::new();
+        let mut kinds: Vec<&str> = Vec::new();
+        let mut wanted_payloads: Vec<&str> = Vec::new();
+        let mut span: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
         for (new, payload) in batch.iter().zip(&payloads) {
             let Some(host) = hosts.get(&new.hostname) else {
                 continue;
             };
+            host_ids.push(host.id.to_string());
+            kinds.push(new.notification_type.as_str());
+            wanted_payloads.push(payload.as_str());
             let since = new
                 .generated_time
                 .checked_sub_signed(duplicate_window)
@@ -264,23 +269,29 @@ impl Store {
                 .generated_time
                 .checked_add_signed(duplicate_window)
                 .unwrap_or(DateTime::<Utc>::MAX_UTC);
-            wanted = wanted.add(
-                Condition::all()
-                    .add(notification::Column::SourceHostUuid.eq(host.id.to_string()))
-                    .add(notification::Column::Type.eq(new.notification_type.as_str()))
-                    .add(notification::Column::GeneratedTime.between(since, until))
-                    .add(notification::Column::Payload.eq(payload.as_str())),
-            );
-            any_wanted = true;
+            span = Some(match span {
+                None => (since, until),
+                Some((a, b)) => (a.min(since), b.max(until)),
+            });
         }
-        let mut candidates: Vec<notification::Model> = if any_wanted {
-            notification::Entity::find()
-                .filter(wanted)
-                .order_by_asc(notification::Column::Id)
-                .all(&txn)
-                .await?
-        } else {
-            Vec::new()
+        host_ids.sort_unstable();
+        host_ids.dedup();
+        kinds.sort_unstable();
+        kinds.dedup();
+        wanted_payloads.sort_unstable();
+        wanted_payloads.dedup();
+        let mut candidates: Vec<notification::Model> = match span {
+            Some((since, until)) => {
+                notification::Entity::find()
+                    .filter(notification::Column::SourceHostUuid.is_in(host_ids))
+                    .filter(notification::Column::Type.is_in(kinds))
+                    .filter(notification::Column::GeneratedTime.between(since, until))
+                    .filter(notification::Column::Payload.is_in(wanted_payloads))
+                    .order_by_asc(notification::Column::Id)
+                    .all(&txn)
+                    .await?
+            }
+            None => Vec::new(),
         };
 
         let at = now();
