@@ -13,6 +13,7 @@ use instanceha_telemetry::environment::SettingsEnvironment;
 use instanceha_telemetry::{LogSettings, TelemetrySettings};
 use serde::{Deserialize, Serialize};
 
+use instanceha_proto::shutdown::ShutdownSettings;
 use instanceha_proto::tls::ServerTlsSettings;
 
 use crate::auth::AuthSettings;
@@ -39,6 +40,7 @@ pub struct Settings {
     /// TLS of the public gRPC API.
     pub tls: ServerTlsSettings,
     pub limits: LimitSettings,
+    pub shutdown: ShutdownSettings,
 }
 
 impl Default for Settings {
@@ -54,6 +56,7 @@ impl Default for Settings {
             telemetry: TelemetrySettings::default(),
             tls: ServerTlsSettings::default(),
             limits: LimitSettings::default(),
+            shutdown: ShutdownSettings::default(),
         }
     }
 }
@@ -291,7 +294,15 @@ mod tests {
     fn only_variables_naming_a_section_are_settings() {
         let env = environment();
         let sections = env.sections();
-        for section in ["listen", "log", "telemetry", "tls", "database", "limits"] {
+        for section in [
+            "listen",
+            "log",
+            "telemetry",
+            "tls",
+            "database",
+            "limits",
+            "shutdown",
+        ] {
             assert!(
                 sections.iter().any(|s| s == section),
                 "{section} in {sections:?}"

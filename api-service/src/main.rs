@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use instanceha_api::config::{Overrides, Settings};
-use instanceha_api::server::{Server, shutdown_signal};
+use instanceha_api::server::Server;
 
 /// instance-ha's API service: the notification API for monitoring agents
 /// and operators, persistence, and dispatch of recoveries to the engine.
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
             }
         };
         println!("instanceha-api listening on {}", server.local_addr());
-        let code = match server.run(shutdown_signal()).await {
+        let code = match server.run(instanceha_proto::shutdown::signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 tracing::error!(error = %e, "stopped with an error");

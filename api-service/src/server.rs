@@ -6,6 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use instanceha_proto::shutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic_health::ServingStatus;
@@ -64,6 +65,8 @@ pub struct Server {
     limits: LimitSettings,
     /// The Masakari-compatible REST API, when enabled.
     rest: Option<(TcpListener, RestState)>,
+    /// How long to go on serving, not ready, after the shutdown signal.
+    drain_delay: Duration,
 }
 
 impl Server {
@@ -114,6 +117,7 @@ impl Server {
             tls,
             limits: settings.limits.clone(),
             rest,
+            drain_delay: settings.shutdown.drain_delay,
         })
     }
 
@@ -136,9 +140,12 @@ impl Server {
         &self.api
     }
 
-    /// Serves until `shutdown` completes, then drains in-flight requests.
+    /// Serves until `shutdown` completes; then reports NOT_SERVING (gRPC
+    /// health and REST `/healthcheck`) while it goes on serving for the
+    /// drain delay, stops accepting and drains in-flight requests.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let addr = self.local_addr();
+        let drain_delay = self.drain_delay;
         let (reporter, health_service) = tonic_health::server::health_reporter();
         for service in SERVICES {
             reporter
@@ -151,6 +158,7 @@ impl Server {
             .await;
         let database_check =
             tokio::spawn(watch_database(self.api.store().clone(), reporter.clone()));
+        let database_check_abort = database_check.abort_handle();
         let stop_dispatch = CancellationToken::new();
         let dispatch = self
             .dispatcher
@@ -166,6 +174,7 @@ impl Server {
             request_timeout: self.limits.request_timeout,
         };
         let stop_rest = CancellationToken::new();
+        let rest_draining = self.rest.as_ref().map(|(_, state)| state.draining());
         let rest_server = self.rest.map(|(listener, state)| {
             if let Ok(addr) = listener.local_addr() {
                 tracing::info!(%addr, "masakari-compatible rest api listening");
@@ -198,13 +207,19 @@ impl Server {
             .add_routes(routes)
             .serve_with_incoming_shutdown(without_nagle(self.listener), async {
                 shutdown.await;
-                tracing::info!("shutting down: draining requests");
-                stop_rest.cancel();
-                for service in SERVICES {
+                // Not ready from now on, whatever the database says.
+                database_check_abort.abort();
+                for service in std::iter::once("").chain(SERVICES) {
                     reporter
                         .set_service_status(service, ServingStatus::NotServing)
                         .await;
                 }
+                if let Some(draining) = &rest_draining {
+                    draining.cancel();
+                }
+                shutdown::drain(drain_delay).await;
+                tracing::info!("shutting down: draining requests");
+                stop_rest.cancel();
             })
             .await;
         database_check.abort();
@@ -248,34 +263,6 @@ async fn watch_database(store: Store, reporter: HealthReporter) {
                 reporter.set_service_status(service, status).await;
             }
         }
-    }
-}
-
-/// Completes on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!(error = %e, "cannot listen for ctrl-c");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("received SIGINT"),
-        () = terminate => tracing::info!("received SIGTERM"),
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
+use instanceha_proto::shutdown::ShutdownSettings;
 use instanceha_proto::tls::ServerTlsSettings;
 use instanceha_telemetry::environment::SettingsEnvironment;
 use instanceha_telemetry::{LogSettings, TelemetrySettings};
@@ -40,6 +41,7 @@ pub struct Settings {
     /// TLS of the Recover service; with `client_ca_file`, only clients
     /// (the API) with a certificate it signed may connect.
     pub tls: ServerTlsSettings,
+    pub shutdown: ShutdownSettings,
 }
 
 impl Default for Settings {
@@ -54,6 +56,7 @@ impl Default for Settings {
             log: LogSettings::default(),
             telemetry: TelemetrySettings::default(),
             tls: ServerTlsSettings::default(),
+            shutdown: ShutdownSettings::default(),
         }
     }
 }
@@ -452,6 +455,7 @@ mod tests {
             "tls",
             "openstack",
             "host_failure",
+            "shutdown",
         ] {
             assert!(
                 sections.iter().any(|s| s == section),

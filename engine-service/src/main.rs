@@ -9,7 +9,7 @@ use clap::Parser;
 use instanceha_engine::config::{Overrides, Settings};
 use instanceha_engine::openstack::OpenStack;
 use instanceha_engine::recovery::Engine;
-use instanceha_engine::server::{Server, shutdown_signal};
+use instanceha_engine::server::Server;
 
 /// instance-ha's recovery engine: runs host, process and instance recovery
 /// workflows against OpenStack for instanceha-api.
@@ -100,14 +100,16 @@ fn main() -> ExitCode {
             }
         };
         let server = match Server::bind(settings.listen, engine).await {
-            Ok(server) => server.with_tls(tls),
+            Ok(server) => server
+                .with_tls(tls)
+                .with_drain_delay(settings.shutdown.drain_delay),
             Err(e) => {
                 eprintln!("instanceha-engine: {e}");
                 return (ExitCode::FAILURE, Some(telemetry));
             }
         };
         println!("instanceha-engine listening on {}", server.local_addr());
-        let code = match server.run(shutdown_signal()).await {
+        let code = match server.run(instanceha_proto::shutdown::signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 tracing::error!(error = %e, "stopped with an error");

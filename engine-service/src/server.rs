@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use instanceha_proto::engine::v1 as pb;
+use instanceha_proto::shutdown;
 use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
 
@@ -38,6 +39,8 @@ pub struct Server {
     listener: TcpListener,
     engine: Engine,
     tls: Option<tonic::transport::ServerTlsConfig>,
+    /// How long to go on serving, not ready, after the shutdown signal.
+    drain_delay: Duration,
 }
 
 impl Server {
@@ -52,7 +55,15 @@ impl Server {
             listener,
             engine,
             tls: None,
+            drain_delay: Duration::ZERO,
         })
+    }
+
+    /// After the shutdown signal, report NOT_SERVING but go on accepting
+    /// calls for `delay` (`shutdown.drain_delay`).
+    pub fn with_drain_delay(mut self, delay: Duration) -> Self {
+        self.drain_delay = delay;
+        self
     }
 
     /// Serves over TLS (with client-certificate authentication if `tls`
@@ -72,16 +83,25 @@ impl Server {
         &self.engine
     }
 
+    /// Serves until `shutdown` completes; then reports NOT_SERVING while it
+    /// goes on serving for the drain delay, stops accepting and waits for
+    /// the Recover streams in progress to end.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let addr = self.local_addr();
+        let drain_delay = self.drain_delay;
         let (reporter, health) = tonic_health::server::health_reporter();
+        // For startup and liveness probes: the process serves, whether or
+        // not OpenStack answers yet (a restart would not make it answer).
+        reporter
+            .set_service_status(LIVENESS, ServingStatus::Serving)
+            .await;
         reporter
             .set_service_status(SERVICE, ServingStatus::NotServing)
             .await;
         reporter
             .set_service_status("", ServingStatus::NotServing)
             .await;
-        let check = tokio::spawn({
+        let openstack_check = tokio::spawn({
             let reporter = reporter.clone();
             let openstack = self.engine.openstack().clone();
             async move {
@@ -94,6 +114,7 @@ impl Server {
                     .await;
             }
         });
+        let openstack_check_abort = openstack_check.abort_handle();
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(instanceha_proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -127,13 +148,18 @@ impl Server {
             .add_service(reflection_v1alpha)
             .serve_with_incoming_shutdown(without_nagle(self.listener), async {
                 shutdown.await;
-                tracing::info!("shutting down");
-                reporter
-                    .set_service_status(SERVICE, ServingStatus::NotServing)
-                    .await;
+                // Not ready from now on, even if OpenStack answers meanwhile.
+                openstack_check_abort.abort();
+                for service in ["", SERVICE] {
+                    reporter
+                        .set_service_status(service, ServingStatus::NotServing)
+                        .await;
+                }
+                shutdown::drain(drain_delay).await;
+                tracing::info!("shutting down: waiting for recoveries in progress");
             })
             .await;
-        check.abort();
+        openstack_check.abort();
         result?;
         tracing::info!("instanceha-engine stopped");
         Ok(())
@@ -159,30 +185,6 @@ async fn wait_for_openstack(openstack: &OpenStack) {
                 delay = (delay * 2).min(Duration::from_secs(30));
             }
         }
-    }
-}
-
-/// Completes on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("received SIGINT"),
-        () = terminate => tracing::info!("received SIGTERM"),
     }
 }
 

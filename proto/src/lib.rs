@@ -19,6 +19,7 @@ pub mod engine {
     }
 }
 
+pub mod shutdown;
 pub mod tls;
 
 /// Encoded `FileDescriptorSet` of every instance-ha proto file (with its

@@ -37,6 +37,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::Guard;
 use crate::service::Api;
@@ -72,6 +73,9 @@ pub struct RestState {
     /// Keystone's URL for `WWW-Authenticate` on 401, as keystonemiddleware
     /// sends it.
     keystone_uri: Option<String>,
+    /// Cancelled when the server begins to shut down: `/healthcheck` then
+    /// answers 503 so that load balancers stop sending.
+    draining: CancellationToken,
 }
 
 impl RestState {
@@ -80,13 +84,23 @@ impl RestState {
             api,
             guard,
             keystone_uri,
+            draining: CancellationToken::new(),
         }
+    }
+
+    /// Cancel it to report the server as shutting down.
+    pub fn draining(&self) -> CancellationToken {
+        self.draining.clone()
     }
 }
 
 /// `GET /healthcheck`, where Masakari serves oslo's healthcheck for load
-/// balancers: `OK`, or 503 while the database does not answer.
+/// balancers: `OK`, or 503 while the database does not answer or the
+/// server is shutting down.
 async fn healthcheck(State(state): State<RestState>) -> Response {
+    if state.draining.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
     match state.api.store().ping().await {
         Ok(()) => (StatusCode::OK, "OK").into_response(),
         Err(e) => {

@@ -18,6 +18,8 @@ use crate::backends::{Backend, TestDatabase};
 
 pub struct TestApp {
     pub api: Api,
+    /// Where the gRPC API listens.
+    pub addr: std::net::SocketAddr,
     /// The Masakari-compatible REST API, unless a test turned it off.
     pub rest: Option<std::net::SocketAddr>,
     pub channel: Channel,
@@ -32,11 +34,21 @@ pub struct TestApp {
 }
 
 impl TestApp {
-    /// Stops the server and waits for it.
-    pub async fn stop(mut self) {
+    /// Tells the server to shut down (as SIGTERM would), without waiting.
+    pub fn begin_stop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+    }
+
+    /// Whether the server has stopped.
+    pub fn stopped(&self) -> bool {
+        self.server.as_ref().is_none_or(|s| s.is_finished())
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) {
+        self.begin_stop();
         if let Some(server) = self.server.take() {
             server.await.expect("the server task");
         }
@@ -91,6 +103,7 @@ pub async fn spawn_app_with(backend: Backend, tune: impl FnOnce(&mut Settings)) 
         .expect("connect to the API");
     Some(TestApp {
         api,
+        addr,
         rest,
         segments: SegmentServiceClient::new(channel.clone()),
         hosts: HostServiceClient::new(channel.clone()),

@@ -8,7 +8,8 @@ use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
 use crate::backends::Backend;
-use crate::helpers::spawn_app;
+use crate::helpers::{segment_request, spawn_app, spawn_app_with};
+use crate::rest::Rest;
 
 #[tokio::test]
 async fn health_reports_every_service_serving() {
@@ -69,6 +70,74 @@ async fn reflection_lists_the_public_services() {
             names.iter().any(|n| n == expected),
             "{expected} missing from {names:?}"
         );
+    }
+    app.stop().await;
+}
+
+/// Shutdown with a drain delay, as under Kubernetes: the overall health
+/// ("" , what readiness probes ask) and every service turn NOT_SERVING and
+/// REST `/healthcheck` answers 503 at once, while new connections are still
+/// accepted and served until the delay ends; then the server stops.
+#[tokio::test]
+async fn shutdown_reports_not_ready_and_keeps_serving_through_the_drain_delay() {
+    let mut app = spawn_app_with(Backend::Sqlite, |s| {
+        s.shutdown.drain_delay = std::time::Duration::from_secs(5);
+    })
+    .await
+    .unwrap();
+    let rest = Rest::new(&app);
+    app.begin_stop();
+    let mut health = HealthClient::new(app.channel.clone());
+    let overall = || HealthCheckRequest {
+        service: String::new(),
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while health.check(overall()).await.unwrap().into_inner().status
+        != ServingStatus::NotServing as i32
+    {
+        assert!(std::time::Instant::now() < deadline, "still ready");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for service in [
+        "instanceha.v1.SegmentService",
+        "instanceha.v1.NotificationService",
+    ] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(status, ServingStatus::NotServing as i32, "{service}");
+    }
+    let healthcheck = rest
+        .client()
+        .get(rest.url("/healthcheck"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(healthcheck.status(), 503);
+    assert_eq!(healthcheck.text().await.unwrap(), "shutting down");
+
+    // A caller that has not noticed yet, on a new connection, is served.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", app.addr))
+        .unwrap()
+        .connect()
+        .await
+        .expect("still accepting while draining");
+    let created = instanceha_proto::v1::segment_service_client::SegmentServiceClient::new(channel)
+        .create_segment(segment_request("late"))
+        .await;
+    assert!(created.is_ok(), "{created:?}");
+    rest.get("/v1/segments").await.expect(200);
+    assert!(!app.stopped(), "the drain delay is not over yet");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !app.stopped() {
+        assert!(std::time::Instant::now() < deadline, "never stopped");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     app.stop().await;
 }

@@ -18,6 +18,10 @@
 //! Each must keep the fault matrix's invariants and end `finished`, every
 //! instance on the other host and none left locked.
 //!
+//! Also the orderly stop Kubernetes asks for: SIGTERM to the engine binary
+//! (not ready at once, still accepting through the drain delay, liveness
+//! SERVING throughout, a clean exit).
+//!
 //! # Where the binaries come from
 //!
 //! * `instanceha-engine`: `CARGO_BIN_EXE_instanceha-engine`, built by Cargo
@@ -335,6 +339,27 @@ impl Process {
             log,
             addr,
         }
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod.
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill(1)");
+        assert!(status.success(), "kill -TERM {}: {status}", self.name);
+    }
+
+    /// Its exit status, once it exits by itself within `within`.
+    async fn exits_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("the child's status") {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
     }
 
     /// SIGKILL, as a crash would.
@@ -714,19 +739,9 @@ impl System {
         );
         let sim_addr = sim.addr;
 
-        let auth = |user: &str, project: &str| {
-            format!(
-                "auth_url = \"http://{sim_addr}/identity/v3\"\nusername = \"{user}\"\npassword = \"secret\"\nproject_name = \"{project}\"\nuser_domain_name = \"Default\"\nproject_domain_name = \"Default\"\n"
-            )
-        };
-        let engine_config = dir.path().join("engine.toml");
         std::fs::write(
-            &engine_config,
-            format!(
-                "[openstack]\ninterfaces = [\"public\"]\nrequest_timeout = \"2s\"\n\n[openstack.retry]\nmax_attempts = 3\ninitial_backoff = \"10ms\"\nmax_backoff = \"40ms\"\nmax_retry_after = \"100ms\"\n\n[openstack.auth]\n{}\n[openstack.service_auth]\n{}\n[recovery]\npoll_interval = \"20ms\"\nevacuation_timeout = \"30s\"\npower_timeout = \"10s\"\n\n[host_failure]\nservice_down_timeout = \"5s\"\n",
-                auth("admin", "admin"),
-                auth("nova", "service")
-            ),
+            dir.path().join("engine.toml"),
+            engine_config(&format!("http://{sim_addr}/identity/v3")),
         )
         .unwrap();
         let engine = start_engine(dir.path(), 0);
@@ -906,6 +921,21 @@ impl System {
             })
             .collect()
     }
+}
+
+/// The engine's configuration file: the simulator's admin and service
+/// identities at `auth_url`, fast polling and short retries.
+fn engine_config(auth_url: &str) -> String {
+    let auth = |user: &str, project: &str| {
+        format!(
+            "auth_url = \"{auth_url}\"\nusername = \"{user}\"\npassword = \"secret\"\nproject_name = \"{project}\"\nuser_domain_name = \"Default\"\nproject_domain_name = \"Default\"\n"
+        )
+    };
+    format!(
+        "[openstack]\ninterfaces = [\"public\"]\nrequest_timeout = \"2s\"\n\n[openstack.retry]\nmax_attempts = 3\ninitial_backoff = \"10ms\"\nmax_backoff = \"40ms\"\nmax_retry_after = \"100ms\"\n\n[openstack.auth]\n{}\n[openstack.service_auth]\n{}\n[recovery]\npoll_interval = \"20ms\"\nevacuation_timeout = \"30s\"\npower_timeout = \"10s\"\n\n[host_failure]\nservice_down_timeout = \"5s\"\n",
+        auth("admin", "admin"),
+        auth("nova", "service")
+    )
 }
 
 fn start_engine(dir: &Path, port: u16) -> Process {
@@ -1091,4 +1121,108 @@ async fn network_between_api_and_engine_cut_mid_recovery() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     proxy.lock().unwrap().as_ref().unwrap().restore();
     system.finishes(&id).await;
+}
+
+// ---------------------------------------------------------------------------
+// Stopping
+
+/// `grpc.health.v1` status of `service`, asked on a new connection (so the
+/// listener must still accept).
+async fn health_on_a_new_connection(addr: SocketAddr, service: &str) -> Result<i32, String> {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .map(|r| r.into_inner().status)
+        .map_err(|e| format!("check {service:?}: {e}"))
+}
+
+/// What Kubernetes does to stop a pod: SIGTERM, and after the grace period
+/// SIGKILL. The engine reports not ready at once (readiness probes and the
+/// API's balancer stop choosing it), keeps accepting connections through
+/// `shutdown.drain_delay`, keeps its liveness service SERVING (no restart
+/// while draining), and a second SIGTERM ends the delay: it exits cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_sigterm_reports_not_ready_keeps_accepting_through_the_drain_delay() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let sim = openstack_sim::Sim::start(scenario(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("the simulator starts");
+    let dir = tempfile::tempdir().unwrap();
+    // Far longer than the test needs: the second signal must end it.
+    std::fs::write(
+        dir.path().join("engine.toml"),
+        engine_config(&sim.auth_url()) + "\n[shutdown]\ndrain_delay = \"10m\"\n",
+    )
+    .unwrap();
+    let mut engine = Process::start(
+        "instanceha-engine",
+        Path::new(env!("CARGO_BIN_EXE_instanceha-engine")),
+        &[
+            "--config".into(),
+            dir.path().join("engine.toml").display().to_string(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ],
+        dir.path().join("engine.log"),
+    );
+    let addr = engine.addr;
+    let serving = ServingStatus::Serving as i32;
+    let not_serving = ServingStatus::NotServing as i32;
+    let status = |service: &'static str| health_on_a_new_connection(addr, service);
+
+    // Ready once Keystone and both endpoints answer.
+    let deadline = Instant::now() + PATIENCE;
+    while status("").await != Ok(serving) {
+        assert!(
+            Instant::now() < deadline,
+            "never ready:\n{}",
+            tail(&engine.log, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status("liveness").await, Ok(serving));
+
+    engine.terminate();
+    let deadline = Instant::now() + PATIENCE;
+    while status("").await != Ok(not_serving) {
+        assert!(
+            Instant::now() < deadline,
+            "still ready after SIGTERM:\n{}",
+            tail(&engine.log, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Draining: new connections are still accepted and answered.
+    assert_eq!(status("instanceha.engine.v1.Engine").await, Ok(not_serving));
+    assert_eq!(
+        status("liveness").await,
+        Ok(serving),
+        "no restart while draining"
+    );
+    assert!(engine.child.try_wait().unwrap().is_none(), "it still runs");
+
+    engine.terminate();
+    let exit = engine.exits_within(PATIENCE).await;
+    let log = std::fs::read_to_string(&engine.log).unwrap_or_default();
+    assert!(
+        exit.is_some_and(|s| s.success()),
+        "exit {exit:?} after the second SIGTERM:\n{}",
+        tail(&engine.log, 30)
+    );
+    for line in [
+        "not ready: still serving until the drain delay ends",
+        "second signal: drain delay cut short",
+        "instanceha-engine stopped",
+    ] {
+        assert!(log.contains(line), "{line:?} not in the log:\n{log}");
+    }
+    drop(sim);
 }
