@@ -11,6 +11,18 @@ use crate::backends::Backend;
 use crate::helpers::{segment_request, spawn_app, spawn_app_with};
 use crate::rest::Rest;
 
+/// The `grpc.health.v1` status of `service`.
+async fn status_of(health: &mut HealthClient<tonic::transport::Channel>, service: &str) -> i32 {
+    health
+        .check(HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+}
+
 #[tokio::test]
 async fn health_reports_every_service_serving() {
     let app = spawn_app(Backend::Sqlite).await.unwrap();
@@ -22,14 +34,7 @@ async fn health_reports_every_service_serving() {
         "instanceha.v1.NotificationService",
         "instanceha.v1.VmoveService",
     ] {
-        let status = health
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .status;
+        let status = status_of(&mut health, service).await;
         assert_eq!(status, ServingStatus::Serving as i32, "{service:?}");
     }
     let unknown = health
@@ -88,13 +93,8 @@ async fn shutdown_reports_not_ready_and_keeps_serving_through_the_drain_delay() 
     let rest = Rest::new(&app);
     app.begin_stop();
     let mut health = HealthClient::new(app.channel.clone());
-    let overall = || HealthCheckRequest {
-        service: String::new(),
-    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while health.check(overall()).await.unwrap().into_inner().status
-        != ServingStatus::NotServing as i32
-    {
+    while status_of(&mut health, "").await != ServingStatus::NotServing as i32 {
         assert!(std::time::Instant::now() < deadline, "still ready");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
@@ -102,14 +102,7 @@ async fn shutdown_reports_not_ready_and_keeps_serving_through_the_drain_delay() 
         "instanceha.v1.SegmentService",
         "instanceha.v1.NotificationService",
     ] {
-        let status = health
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .status;
+        let status = status_of(&mut health, service).await;
         assert_eq!(status, ServingStatus::NotServing as i32, "{service}");
     }
     let healthcheck = rest

@@ -1144,6 +1144,23 @@ async fn health_on_a_new_connection(addr: SocketAddr, service: &str) -> Result<i
         .map_err(|e| format!("check {service:?}: {e}"))
 }
 
+/// Waits (up to `PATIENCE`) until `service` reports `expected`.
+async fn wait_for_health(addr: SocketAddr, service: &str, expected: i32, log: &Path) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let status = health_on_a_new_connection(addr, service).await;
+        if status == Ok(expected) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{service:?} never reported {expected} (last: {status:?}):\n{}",
+            tail(log, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// What Kubernetes does to stop a pod: SIGTERM, and after the grace period
 /// SIGKILL. The engine reports not ready at once (readiness probes and the
 /// API's balancer stop choosing it), keeps accepting connections through
@@ -1179,27 +1196,11 @@ async fn engine_sigterm_reports_not_ready_keeps_accepting_through_the_drain_dela
     let status = |service: &'static str| health_on_a_new_connection(addr, service);
 
     // Ready once Keystone and both endpoints answer.
-    let deadline = Instant::now() + PATIENCE;
-    while status("").await != Ok(serving) {
-        assert!(
-            Instant::now() < deadline,
-            "never ready:\n{}",
-            tail(&engine.log, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_health(addr, "", serving, &engine.log).await;
     assert_eq!(status("liveness").await, Ok(serving));
 
     engine.terminate();
-    let deadline = Instant::now() + PATIENCE;
-    while status("").await != Ok(not_serving) {
-        assert!(
-            Instant::now() < deadline,
-            "still ready after SIGTERM:\n{}",
-            tail(&engine.log, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_health(addr, "", not_serving, &engine.log).await;
     // Draining: new connections are still accepted and answered.
     assert_eq!(status("instanceha.engine.v1.Engine").await, Ok(not_serving));
     assert_eq!(
