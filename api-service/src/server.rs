@@ -6,6 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use instanceha_proto::incoming::without_nagle;
 use instanceha_proto::shutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -158,7 +159,6 @@ impl Server {
             .await;
         let database_check =
             tokio::spawn(watch_database(self.api.store().clone(), reporter.clone()));
-        let database_check_abort = database_check.abort_handle();
         let stop_dispatch = CancellationToken::new();
         let dispatch = self
             .dispatcher
@@ -208,7 +208,7 @@ impl Server {
             .serve_with_incoming_shutdown(without_nagle(self.listener), async {
                 shutdown.await;
                 // Not ready from now on, whatever the database says.
-                database_check_abort.abort();
+                database_check.abort();
                 for service in std::iter::once("").chain(SERVICES) {
                     reporter
                         .set_service_status(service, ServingStatus::NotServing)
@@ -264,11 +264,4 @@ async fn watch_database(store: Store, reporter: HealthReporter) {
             }
         }
     }
-}
-
-/// The accepted connections, with Nagle's algorithm off (what tonic does
-/// for the sockets it binds itself): otherwise a response written in more
-/// than one segment waits for the client's delayed ACK, some 40 ms a call.
-fn without_nagle(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
-    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use instanceha_proto::engine::v1 as pb;
+use instanceha_proto::incoming::without_nagle;
 use instanceha_proto::shutdown;
 use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
@@ -114,7 +115,6 @@ impl Server {
                     .await;
             }
         });
-        let openstack_check_abort = openstack_check.abort_handle();
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(instanceha_proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -149,7 +149,7 @@ impl Server {
             .serve_with_incoming_shutdown(without_nagle(self.listener), async {
                 shutdown.await;
                 // Not ready from now on, even if OpenStack answers meanwhile.
-                openstack_check_abort.abort();
+                openstack_check.abort();
                 for service in ["", SERVICE] {
                     reporter
                         .set_service_status(service, ServingStatus::NotServing)
@@ -186,11 +186,4 @@ async fn wait_for_openstack(openstack: &OpenStack) {
             }
         }
     }
-}
-
-/// The accepted connections, with Nagle's algorithm off (what tonic does
-/// for the sockets it binds itself): otherwise a response written in more
-/// than one segment waits for the client's delayed ACK, some 40 ms a call.
-fn without_nagle(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
-    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }

@@ -19,6 +19,7 @@ pub mod engine {
     }
 }
 
+pub mod incoming;
 pub mod shutdown;
 pub mod tls;
 
