@@ -25,10 +25,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .file_descriptor_set();
 
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
-    std::fs::write(
-        out_dir.join("instanceha_descriptor.bin"),
-        fds.encode_to_vec(),
-    )?;
+    // One descriptor set per server, so that each one's reflection lists
+    // only the services it serves.
+    for (name, files) in [
+        (
+            "instanceha_public_descriptor.bin",
+            &PROTOS[..PROTOS.len() - 1],
+        ),
+        (
+            "instanceha_engine_descriptor.bin",
+            &PROTOS[PROTOS.len() - 1..],
+        ),
+    ] {
+        let set = protox::Compiler::new([&root])?
+            .include_imports(true)
+            .include_source_info(true)
+            .open_files(files)?
+            .file_descriptor_set();
+        std::fs::write(out_dir.join(name), set.encode_to_vec())?;
+    }
 
     tonic_prost_build::configure()
         .build_client(true)

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
-use instanceha_telemetry::environment::SettingsEnvironment;
-use instanceha_telemetry::{LogSettings, TelemetrySettings};
+use instanceha_runtime::environment::SettingsEnvironment;
+use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use serde::{Deserialize, Serialize};
 
-use instanceha_proto::shutdown::ShutdownSettings;
-use instanceha_proto::tls::ServerTlsSettings;
+use instanceha_runtime::shutdown::ShutdownSettings;
+use instanceha_runtime::tls::ServerTlsSettings;
 
 use crate::auth::AuthSettings;
 use crate::dispatch::DispatchSettings;

@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         }
     };
     let (code, telemetry) = runtime.block_on(async {
-        let telemetry = match instanceha_telemetry::init(
+        let telemetry = match instanceha_runtime::telemetry::init(
             "instanceha-api",
             &settings.log,
             &settings.telemetry,
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
             }
         };
         println!("instanceha-api listening on {}", server.local_addr());
-        let code = match server.run(instanceha_proto::shutdown::signal()).await {
+        let code = match server.run(instanceha_runtime::shutdown::signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 tracing::error!(error = %e, "stopped with an error");

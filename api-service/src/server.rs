@@ -6,8 +6,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use instanceha_proto::incoming::without_nagle;
-use instanceha_proto::shutdown;
+use instanceha_runtime::listen::without_nagle;
+use instanceha_runtime::shutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic_health::ServingStatus;

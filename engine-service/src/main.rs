@@ -60,7 +60,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let telemetry = match instanceha_telemetry::init(
+        let telemetry = match instanceha_runtime::telemetry::init(
             "instanceha-engine",
             &settings.log,
             &settings.telemetry,
@@ -109,7 +109,7 @@ fn main() -> ExitCode {
             }
         };
         println!("instanceha-engine listening on {}", server.local_addr());
-        let code = match server.run(instanceha_proto::shutdown::signal()).await {
+        let code = match server.run(instanceha_runtime::shutdown::signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 tracing::error!(error = %e, "stopped with an error");

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use instanceha_proto::engine::v1 as pb;
-use instanceha_proto::incoming::without_nagle;
-use instanceha_proto::shutdown;
+use instanceha_runtime::listen::without_nagle;
+use instanceha_runtime::shutdown;
 use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
 
@@ -116,11 +116,11 @@ impl Server {
             }
         });
         let reflection_v1 = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(instanceha_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(instanceha_proto::ENGINE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1()?;
         let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(instanceha_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(instanceha_proto::ENGINE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1alpha()?;
         // Engine concurrency in use, for the metrics.

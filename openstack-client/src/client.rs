@@ -419,7 +419,7 @@ impl OpenStack {
                 "ok".to_owned()
             }
             Err(e) => {
-                instanceha_telemetry::record_error(&span, &e.to_string());
+                instanceha_runtime::telemetry::record_error(&span, &e.to_string());
                 e.status()
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| match e {
@@ -474,7 +474,7 @@ impl OpenStack {
                 ),
             };
             let mut trace_headers = http::HeaderMap::new();
-            instanceha_telemetry::propagation::inject_current(&mut trace_headers);
+            instanceha_runtime::propagation::inject_current(&mut trace_headers);
             builder = builder.headers(trace_headers);
             if request.service_token
                 && let Some(service) = self.service_token(&token).await?

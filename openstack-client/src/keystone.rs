@@ -244,7 +244,7 @@ impl Keystone {
                 .header("X-Subject-Token", subject.expose())
                 .header("X-OpenStack-Request-ID", super::client::request_id());
             let mut trace_headers = http::HeaderMap::new();
-            instanceha_telemetry::propagation::inject_current(&mut trace_headers);
+            instanceha_runtime::propagation::inject_current(&mut trace_headers);
             request = request.headers(trace_headers);
             let failure = match request.send().await {
                 Ok(response) => match response.status().as_u16() {
@@ -312,7 +312,7 @@ impl Keystone {
                 .json(&body)
                 .header("X-OpenStack-Request-ID", super::client::request_id());
             let mut trace_headers = http::HeaderMap::new();
-            instanceha_telemetry::propagation::inject_current(&mut trace_headers);
+            instanceha_runtime::propagation::inject_current(&mut trace_headers);
             request = request.headers(trace_headers);
             let retry_after;
             let transient = match request.send().await {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::FutureExt as _;
 use instanceha_proto::engine::v1 as pb;
-use instanceha_proto::tls::ClientTlsSettings;
+use instanceha_runtime::tls::ClientTlsSettings;
 use pb::engine_client::EngineClient;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, Semaphore, mpsc};
@@ -385,11 +385,11 @@ impl Dispatcher {
             span_id = tracing::field::Empty,
         );
         if let Some(traceparent) = &run.trace_context {
-            let _ = span.set_parent(instanceha_telemetry::propagation::from_traceparent(
+            let _ = span.set_parent(instanceha_runtime::propagation::from_traceparent(
                 traceparent,
             ));
         }
-        instanceha_telemetry::record_ids(&span);
+        instanceha_runtime::telemetry::record_ids(&span);
         self.execute(notification, run, cancel)
             .instrument(span)
             .await;
@@ -439,7 +439,7 @@ impl Dispatcher {
         let (requests, outbound) = mpsc::channel::<pb::RecoverRequest>(64);
         let _ = requests.send(start).await;
         let mut headers = http::HeaderMap::new();
-        instanceha_telemetry::propagation::inject_current(&mut headers);
+        instanceha_runtime::propagation::inject_current(&mut headers);
         let request = tonic::Request::from_parts(
             tonic::metadata::MetadataMap::from_headers(headers),
             tonic::Extensions::default(),
@@ -574,7 +574,7 @@ impl Dispatcher {
             "lost"
         });
         if let RunEnd::Lost { reason } = &end {
-            instanceha_telemetry::record_error(&tracing::Span::current(), reason);
+            instanceha_runtime::telemetry::record_error(&tracing::Span::current(), reason);
         }
         if matches!(&end, RunEnd::Done(RunOutcome::Cancelled { .. })) && cancelled_for.is_some() {
             tracing::info!("run cancelled");

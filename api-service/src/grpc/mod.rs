@@ -35,11 +35,11 @@ pub fn routes(
     max_message_bytes: usize,
 ) -> Result<Routes, tonic_reflection::server::Error> {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(instanceha_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(instanceha_proto::PUBLIC_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(instanceha_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(instanceha_proto::PUBLIC_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
     let routes = Routes::new(

@@ -59,7 +59,7 @@ impl pb::notification_service_server::NotificationService for NotificationHandle
         request: Request<pb::CreateNotificationRequest>,
     ) -> Result<Response<pb::Notification>, Status> {
         // The recovery joins this call's trace.
-        let trace_context = instanceha_telemetry::propagation::current_traceparent();
+        let trace_context = instanceha_runtime::propagation::current_traceparent();
         let new = requests::create_notification(request.into_inner(), trace_context)?;
         Ok(Response::new(
             self.api.create_notification(new).await?.into(),

@@ -55,10 +55,8 @@ where
             trace_id = tracing::field::Empty,
             span_id = tracing::field::Empty,
         );
-        let _ = span.set_parent(instanceha_telemetry::propagation::extract(
-            request.headers(),
-        ));
-        instanceha_telemetry::record_ids(&span);
+        let _ = span.set_parent(instanceha_runtime::propagation::extract(request.headers()));
+        instanceha_runtime::telemetry::record_ids(&span);
         Box::pin(async move { inner.call(request).await }.instrument(span))
     }
 }

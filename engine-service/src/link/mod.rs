@@ -47,7 +47,7 @@ impl pb::engine_server::Engine for RecoverService {
     ) -> Result<Response<Self::RecoverStream>, Status> {
         // The run is a span of the notification's trace: its parent is the
         // API's dispatch span, carried in the stream's metadata.
-        let parent = instanceha_telemetry::propagation::extract(request.metadata().as_ref());
+        let parent = instanceha_runtime::propagation::extract(request.metadata().as_ref());
         let mut inbound = request.into_inner();
         let first = inbound
             .message()
@@ -71,7 +71,7 @@ impl pb::engine_server::Engine for RecoverService {
             span_id = tracing::field::Empty,
         );
         let _ = span.set_parent(parent);
-        instanceha_telemetry::record_ids(&span);
+        instanceha_runtime::telemetry::record_ids(&span);
         span.in_scope(|| tracing::info!("run accepted"));
 
         let (reporter, events) = Reporter::new();

@@ -404,7 +404,7 @@ impl Run {
                     }
                     Some(InstanceOutcome::Failed { message }) => {
                         span.record("outcome", "failed");
-                        instanceha_telemetry::record_error(&span, message);
+                        instanceha_runtime::telemetry::record_error(&span, message);
                         tracing::warn!(instance_id = %instance_id, reason = %message, "instance not recovered");
                     }
                     None => {}

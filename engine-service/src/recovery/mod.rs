@@ -142,7 +142,7 @@ impl Engine {
         tracing::info!(outcome = ?outcome, "recovery run ended");
         match &outcome {
             RunOutcome::Failed { message, .. } | RunOutcome::Cancelled { message } => {
-                instanceha_telemetry::record_error(&tracing::Span::current(), message);
+                instanceha_runtime::telemetry::record_error(&tracing::Span::current(), message);
             }
             RunOutcome::Completed { .. } | RunOutcome::Ignored { .. } => {}
         }

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use instanceha_proto::tls::{ClientTlsSettings, ServerTlsSettings};
 use instanceha_proto::v1 as pb;
+use instanceha_runtime::tls::{ClientTlsSettings, ServerTlsSettings};
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};

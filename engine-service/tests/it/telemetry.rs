@@ -6,10 +6,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use instanceha_proto::v1 as pb;
-use instanceha_telemetry::opentelemetry::trace::{SpanId, TraceId};
-use instanceha_telemetry::{LogSettings, Pipelines, TelemetrySettings};
+use instanceha_runtime::telemetry::{LogSettings, Pipelines, TelemetrySettings};
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
+use opentelemetry::trace::{SpanId, TraceId};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use tonic::Request;
 
@@ -17,13 +17,13 @@ use crate::harness::{self, Cloud, assert_status, fast, now};
 
 /// The process-wide pipelines with an in-memory span exporter (installed
 /// once for the whole test binary).
-pub(crate) fn installed() -> &'static (InMemorySpanExporter, instanceha_telemetry::Registry) {
-    static INSTALLED: OnceLock<(InMemorySpanExporter, instanceha_telemetry::Registry)> =
-        OnceLock::new();
+pub(crate) fn installed() -> &'static (InMemorySpanExporter, prometheus::Registry) {
+    static INSTALLED: OnceLock<(InMemorySpanExporter, prometheus::Registry)> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         let spans = InMemorySpanExporter::default();
         let pipelines =
-            instanceha_telemetry::pipelines("tests", &TelemetrySettings::default()).unwrap();
+            instanceha_runtime::telemetry::pipelines("tests", &TelemetrySettings::default())
+                .unwrap();
         let registry = pipelines.registry.clone();
         let pipelines = Pipelines {
             tracer: SdkTracerProvider::builder()
@@ -36,7 +36,7 @@ pub(crate) fn installed() -> &'static (InMemorySpanExporter, instanceha_telemetr
             ..LogSettings::default()
         };
         // Kept for the life of the test binary.
-        std::mem::forget(instanceha_telemetry::install("tests", &log, pipelines).unwrap());
+        std::mem::forget(instanceha_runtime::telemetry::install("tests", &log, pipelines).unwrap());
         (spans, registry)
     })
 }
@@ -166,10 +166,12 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
     assert!(traceparent.contains(&evacuate.span_context.span_id().to_string()));
 
     // The metrics, as Prometheus scrapes them.
-    let addr =
-        instanceha_telemetry::serve_registry(registry.clone(), "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+    let addr = instanceha_runtime::telemetry::serve_registry(
+        registry.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let text = reqwest::get(format!("http://{addr}/metrics"))
         .await
         .unwrap()

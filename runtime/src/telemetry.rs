@@ -1,14 +1,7 @@
-//! Logging, tracing and metrics set-up shared by `instanceha-api`,
-//! `instanceha-engine` and the CLI's embedded demo: `tracing` with a
-//! human-readable or JSON log, OpenTelemetry spans through
-//! `tracing-opentelemetry` exported over OTLP when an endpoint is
-//! configured, W3C trace context (`traceparent`, `tracestate`, `baggage`)
-//! propagation helpers, and metrics exported over OTLP and served for
-//! Prometheus scraping; also how both read settings from environment
-//! variables ([`environment`]).
-
-pub mod environment;
-pub mod propagation;
+//! Logging, tracing and metrics set-up: `tracing` with a human-readable or
+//! JSON log, OpenTelemetry spans through `tracing-opentelemetry` exported
+//! over OTLP when an endpoint is configured, and metrics exported over OTLP
+//! and served for Prometheus scraping.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -27,11 +20,6 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
-
-pub use opentelemetry;
-pub use opentelemetry_sdk;
-pub use prometheus::Registry;
-pub use tracing_opentelemetry;
 
 /// How log lines look.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
