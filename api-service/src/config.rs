@@ -20,7 +20,7 @@ use crate::auth::AuthSettings;
 use crate::dispatch::DispatchSettings;
 use crate::rest::RestSettings;
 use crate::service::IntakeSettings;
-use crate::store::DatabaseOptions;
+use crate::store::DatabaseSettings;
 
 /// Everything `instanceha-api` can be told.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,7 +30,7 @@ pub struct Settings {
     /// listens.
     pub listen: SocketAddr,
     pub database: DatabaseSettings,
-    pub intake: IntakeConfig,
+    pub intake: IntakeSettings,
     pub dispatch: DispatchSettings,
     pub auth: AuthSettings,
     /// The Masakari-compatible REST API.
@@ -48,7 +48,7 @@ impl Default for Settings {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 15869)),
             database: DatabaseSettings::default(),
-            intake: IntakeConfig::default(),
+            intake: IntakeSettings::default(),
             dispatch: DispatchSettings::default(),
             auth: AuthSettings::default(),
             rest: RestSettings::default(),
@@ -57,40 +57,6 @@ impl Default for Settings {
             tls: ServerTlsSettings::default(),
             limits: LimitSettings::default(),
             shutdown: ShutdownSettings::default(),
-        }
-    }
-}
-
-/// `[database]`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DatabaseSettings {
-    /// `sqlite://PATH` (created and migrated at start; WAL mode),
-    /// `postgres://USER:PASSWORD@HOST/DB` or `mysql://USER:PASSWORD@HOST/DB`.
-    pub url: String,
-    /// Connection pool size for PostgreSQL and MySQL.
-    pub max_connections: u32,
-    /// How long to wait for a connection.
-    #[serde(with = "humantime_serde")]
-    pub connect_timeout: Duration,
-}
-
-impl Default for DatabaseSettings {
-    fn default() -> Self {
-        Self {
-            url: "sqlite://instanceha.db".to_owned(),
-            max_connections: 16,
-            connect_timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-impl DatabaseSettings {
-    pub fn options(&self) -> DatabaseOptions {
-        DatabaseOptions {
-            url: self.url.clone(),
-            max_connections: self.max_connections,
-            connect_timeout: self.connect_timeout,
         }
     }
 }
@@ -118,39 +84,6 @@ impl Default for LimitSettings {
             requests_per_second: 1000.0,
             burst: 2000,
             max_message_bytes: crate::grpc::MAX_MESSAGE_BYTES,
-        }
-    }
-}
-
-/// `[intake]`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct IntakeConfig {
-    /// Reports of the same type, host and payload generated within this
-    /// window of an earlier one are refused as duplicates.
-    #[serde(with = "humantime_serde")]
-    pub duplicate_window: Duration,
-    /// A report generated further than this in the future is refused (the
-    /// reporting agent's clock is wrong).
-    #[serde(with = "humantime_serde")]
-    pub max_clock_skew: Duration,
-}
-
-impl Default for IntakeConfig {
-    fn default() -> Self {
-        let defaults = IntakeSettings::default();
-        Self {
-            duplicate_window: defaults.duplicate_window,
-            max_clock_skew: defaults.max_clock_skew,
-        }
-    }
-}
-
-impl IntakeConfig {
-    pub fn settings(&self) -> IntakeSettings {
-        IntakeSettings {
-            duplicate_window: self.duplicate_window,
-            max_clock_skew: self.max_clock_skew,
         }
     }
 }

@@ -79,8 +79,8 @@ impl Server {
             .tls
             .load("tls")
             .map_err(|e| Error::Config(e.to_string()))?;
-        let store = Store::open(&settings.database.options()).await?;
-        let api = Api::new(store, settings.intake.settings(), ChangeFeed::new());
+        let store = Store::open(&settings.database).await?;
+        let api = Api::new(store, settings.intake.clone(), ChangeFeed::new());
         let listener = TcpListener::bind(settings.listen)
             .await
             .map_err(|source| Error::Bind {

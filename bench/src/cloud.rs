@@ -15,7 +15,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::config::Pacing;
 use crate::db::{Backend, Database};
 use crate::procs::{Binaries, Service, Usage};
-use crate::recovery::RecoveryOptions;
+use crate::recovery::RecoverySettings;
 use crate::sim::SimControl;
 
 /// Where the services write and what they log.
@@ -57,7 +57,7 @@ impl Cloud {
     pub async fn start(
         binaries: &Binaries,
         dir: &RunDir,
-        options: &RecoveryOptions,
+        options: &RecoverySettings,
     ) -> anyhow::Result<Self> {
         let (scenario, speed) = (&options.scenario, options.speed);
         let pacing = Pacing { speed };

@@ -34,7 +34,7 @@ use crate::stats::Summary;
 
 /// How to load the API.
 #[derive(Clone, Debug)]
-pub struct IntakeOptions {
+pub struct IntakeSettings {
     pub backend: Backend,
     /// Timed reports (unique).
     pub count: usize,
@@ -94,7 +94,7 @@ struct Outcome {
 pub async fn run(
     binaries: &Binaries,
     dir: &RunDir,
-    options: &IntakeOptions,
+    options: &IntakeSettings,
 ) -> anyhow::Result<IntakeReport> {
     let tag = format!("intake-{}", options.backend.name());
     let mut service = ApiOnly::start(binaries, dir, &options.backend, &tag).await?;
@@ -107,7 +107,7 @@ pub async fn run(
     Ok(report)
 }
 
-async fn load(service: &mut ApiOnly, options: &IntakeOptions) -> anyhow::Result<IntakeReport> {
+async fn load(service: &mut ApiOnly, options: &IntakeSettings) -> anyhow::Result<IntakeReport> {
     let began = Instant::now();
     let channel = connect(&service.api.addr).await?;
     let segment = create_segment(channel.clone(), "bench-intake".into(), None).await?;
@@ -234,7 +234,7 @@ async fn load_generator(
     run_tag: &str,
     first: usize,
     count: usize,
-    options: &IntakeOptions,
+    options: &IntakeSettings,
 ) -> anyhow::Result<(Outcome, f64)> {
     let (addr, hosts, run_tag, options) = (
         addr.to_owned(),
@@ -278,7 +278,7 @@ async fn blast(
     run_tag: &str,
     first: usize,
     count: usize,
-    options: &IntakeOptions,
+    options: &IntakeSettings,
 ) -> Outcome {
     let next = Arc::new(AtomicUsize::new(first));
     let end = first + count;

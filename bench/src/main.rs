@@ -32,9 +32,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cloud::RunDir;
 use crate::db::Backend;
-use crate::intake::IntakeOptions;
+use crate::intake::IntakeSettings;
 use crate::procs::Binaries;
-use crate::recovery::RecoveryOptions;
+use crate::recovery::RecoverySettings;
 use crate::report::{Document, Machine, RecoveryEntry};
 use crate::scenario::{NAMED, Scenario, TimingModel};
 
@@ -335,7 +335,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                     backend.name(),
                     dir.path.display()
                 );
-                let options = RecoveryOptions {
+                let options = RecoverySettings {
                     scenario: scenario.clone(),
                     timing: TimingModel::default(),
                     speed: tuning.speed,
@@ -395,7 +395,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                 tuning.concurrency,
                 dir.path.display()
             );
-            let options = IntakeOptions {
+            let options = IntakeSettings {
                 backend,
                 count: tuning.count,
                 warmup: tuning.warmup,

@@ -49,7 +49,7 @@ use crate::stats::Summary;
 
 /// How to run one scenario.
 #[derive(Clone, Debug)]
-pub struct RecoveryOptions {
+pub struct RecoverySettings {
     pub scenario: Scenario,
     pub timing: TimingModel,
     pub speed: f64,
@@ -109,8 +109,7 @@ impl RecoveryReport {
 }
 
 fn timestamp(t: &Option<prost_types::Timestamp>) -> Option<DateTime<Utc>> {
-    let t = t.as_ref()?;
-    DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?)
+    instanceha_proto::time::optional("time", *t).ok().flatten()
 }
 
 fn secs_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
@@ -158,7 +157,7 @@ fn is_final(status: i32) -> bool {
 pub async fn run(
     binaries: &Binaries,
     dir: &RunDir,
-    options: &RecoveryOptions,
+    options: &RecoverySettings,
 ) -> anyhow::Result<RecoveryReport> {
     let began = Instant::now();
     let mut cloud = Cloud::start(binaries, dir, options).await?;
@@ -181,7 +180,7 @@ pub async fn run(
 
 async fn measure(
     cloud: &mut Cloud,
-    options: &RecoveryOptions,
+    options: &RecoverySettings,
     began: Instant,
     run_dir: &std::path::Path,
 ) -> anyhow::Result<RecoveryReport> {
@@ -458,7 +457,7 @@ async fn measure(
 
 /// Ten times what Nova needs (waves of rebuilds on each survivor), at
 /// least a minute, in real time.
-fn default_timeout(options: &RecoveryOptions) -> Duration {
+fn default_timeout(options: &RecoverySettings) -> Duration {
     let s = &options.scenario;
     let t = &options.timing;
     let per_survivor = s.instances().div_ceil(s.surviving_hosts.max(1));

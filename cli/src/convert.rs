@@ -17,17 +17,12 @@ use crate::resources::{
 // ---- time ---------------------------------------------------------------------
 
 pub fn timestamp(at: DateTime<Utc>) -> Timestamp {
-    Timestamp {
-        seconds: at.timestamp(),
-        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
-    }
+    instanceha_proto::time::timestamp(at)
 }
 
 /// `None` for a missing or out-of-range timestamp.
 pub fn time(ts: Option<Timestamp>) -> Option<DateTime<Utc>> {
-    let ts = ts?;
-    let nanos = u32::try_from(ts.nanos).ok()?;
-    DateTime::from_timestamp(ts.seconds, nanos)
+    instanceha_proto::time::optional("time", ts).ok().flatten()
 }
 
 // ---- enums --------------------------------------------------------------------
@@ -184,12 +179,25 @@ impl From<pb::Notification> for Notification {
     }
 }
 
+/// The lowercase name of a progress state, as the API's REST facade and
+/// Masakari spell it; a value this version does not know shows as such.
+fn progress_state(value: i32) -> &'static str {
+    match pb::ProgressState::try_from(value) {
+        Ok(pb::ProgressState::Started) => "started",
+        Ok(pb::ProgressState::Succeeded) => "succeeded",
+        Ok(pb::ProgressState::Failed) => "failed",
+        Ok(pb::ProgressState::Skipped) => "skipped",
+        Ok(pb::ProgressState::Info) => "info",
+        Ok(pb::ProgressState::Unspecified) | Err(_) => "unknown",
+    }
+}
+
 impl From<pb::ProgressEvent> for ProgressEvent {
     fn from(p: pb::ProgressEvent) -> Self {
         Self {
             sequence: p.sequence,
             task: p.task,
-            state: p.state,
+            state: progress_state(p.state).to_owned(),
             message: p.message,
             time: time(p.time),
             instance_id: p.instance_id,

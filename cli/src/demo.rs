@@ -14,9 +14,9 @@ use std::time::Duration;
 use chrono::Utc;
 use clap::{Args, ValueEnum};
 use instanceha_api::auth::{AuthMode, token_sha256};
-use instanceha_engine::openstack::OpenStack;
-use instanceha_engine::openstack::credentials::{AuthSettings, Secret};
 use instanceha_engine::recovery::Engine;
+use openstack_client::OpenStack;
+use openstack_client::credentials::{AuthSettings, Secret};
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use openstack_sim::{
     ErrorBody, EvacuationFailure, FaultEffect, FaultRule, FaultService, Scenario, Sim,

@@ -16,14 +16,14 @@ use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use instanceha_runtime::tls::ServerTlsSettings;
 use serde::{Deserialize, Serialize};
 
-use crate::openstack::ClientSettings;
-use crate::openstack::credentials::{
+use crate::recovery::WorkflowSettings;
+use crate::workflow::selection::SelectionRules;
+use openstack_client::ClientSettings;
+use openstack_client::credentials::{
     self, AuthSettings, Credentials, clouds_yaml_paths, load_cloud,
 };
-use crate::openstack::microversion::Microversion;
-use crate::openstack::retry::RetryPolicy;
-use crate::recovery::RecoverySettings;
-use crate::workflow::selection::SelectionRules;
+use openstack_client::microversion::Microversion;
+use openstack_client::retry::RetryPolicy;
 
 /// Everything `instanceha-engine` can be told.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,10 +32,10 @@ pub struct Settings {
     /// Where the `instanceha.engine.v1.Engine` service listens.
     pub listen: SocketAddr,
     pub openstack: OpenStackSettings,
-    pub recovery: RecoveryConfig,
-    pub host_failure: HostFailureConfig,
-    pub instance_failure: InstanceFailureConfig,
-    pub process_failure: ProcessFailureConfig,
+    pub recovery: RecoverySettings,
+    pub host_failure: HostFailureSettings,
+    pub instance_failure: InstanceFailureSettings,
+    pub process_failure: ProcessFailureSettings,
     pub log: LogSettings,
     pub telemetry: TelemetrySettings,
     /// TLS of the Recover service; with `client_ca_file`, only clients
@@ -49,10 +49,10 @@ impl Default for Settings {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 15870)),
             openstack: OpenStackSettings::default(),
-            recovery: RecoveryConfig::default(),
-            host_failure: HostFailureConfig::default(),
-            instance_failure: InstanceFailureConfig::default(),
-            process_failure: ProcessFailureConfig::default(),
+            recovery: RecoverySettings::default(),
+            host_failure: HostFailureSettings::default(),
+            instance_failure: InstanceFailureSettings::default(),
+            process_failure: ProcessFailureSettings::default(),
             log: LogSettings::default(),
             telemetry: TelemetrySettings::default(),
             tls: ServerTlsSettings::default(),
@@ -110,7 +110,7 @@ impl Default for OpenStackSettings {
 /// `[recovery]`: pacing of every workflow.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct RecoveryConfig {
+pub struct RecoverySettings {
     /// Instances worked on at once per notification (Masakari: 3); an
     /// instance waiting while Nova rebuilds it does not count, so every
     /// evacuation can be requested at once and Nova paces them.
@@ -134,7 +134,7 @@ pub struct RecoveryConfig {
     pub lock_reason_prefix: String,
 }
 
-impl Default for RecoveryConfig {
+impl Default for RecoverySettings {
     fn default() -> Self {
         Self {
             max_concurrent_instances: 64,
@@ -150,7 +150,7 @@ impl Default for RecoveryConfig {
 /// `[host_failure]`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct HostFailureConfig {
+pub struct HostFailureSettings {
     /// Recover only hosts reported fenced (`host_status` NORMAL: powered
     /// off). Evacuating an unfenced host can run two copies of an instance
     /// on one volume.
@@ -176,7 +176,7 @@ pub struct HostFailureConfig {
     pub clear_blocking_volume_attachments: bool,
 }
 
-impl Default for HostFailureConfig {
+impl Default for HostFailureSettings {
     fn default() -> Self {
         let rules = SelectionRules::default();
         Self {
@@ -197,13 +197,13 @@ impl Default for HostFailureConfig {
 /// `[instance_failure]`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct InstanceFailureConfig {
+pub struct InstanceFailureSettings {
     /// Recover every instance, not only HA-enabled ones.
     pub process_all_instances: bool,
     pub ha_enabled_instance_metadata_key: String,
 }
 
-impl Default for InstanceFailureConfig {
+impl Default for InstanceFailureSettings {
     fn default() -> Self {
         Self {
             process_all_instances: false,
@@ -215,14 +215,14 @@ impl Default for InstanceFailureConfig {
 /// `[process_failure]`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ProcessFailureConfig {
+pub struct ProcessFailureSettings {
     pub service_disable_reason: String,
     /// On a nova-compute STARTED report, enable the service again and clear
     /// the host's maintenance flag (Masakari never does).
     pub enable_on_started: bool,
 }
 
-impl Default for ProcessFailureConfig {
+impl Default for ProcessFailureSettings {
     fn default() -> Self {
         Self {
             service_disable_reason: "instance-ha detected process failed.".to_owned(),
@@ -392,9 +392,9 @@ impl Settings {
     }
 
     /// The settings the workflows run with.
-    pub fn recovery_settings(&self) -> RecoverySettings {
+    pub fn recovery_settings(&self) -> WorkflowSettings {
         let h = &self.host_failure;
-        RecoverySettings {
+        WorkflowSettings {
             max_concurrent_instances: self.recovery.max_concurrent_instances,
             poll_interval: self.recovery.poll_interval,
             evacuation_timeout: self.recovery.evacuation_timeout,

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use instanceha_engine::config::{Overrides, Settings};
-use instanceha_engine::openstack::OpenStack;
 use instanceha_engine::recovery::Engine;
 use instanceha_engine::server::Server;
+use openstack_client::OpenStack;
 
 /// instance-ha's recovery engine: runs host, process and instance recovery
 /// workflows against OpenStack for instanceha-api.

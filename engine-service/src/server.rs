@@ -14,8 +14,8 @@ use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
 
 use crate::link::RecoverService;
-use crate::openstack::OpenStack;
 use crate::recovery::Engine;
+use openstack_client::OpenStack;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

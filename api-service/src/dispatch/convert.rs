@@ -3,11 +3,12 @@
 //! event is a protocol error, never a half-written record.
 
 use chrono::{DateTime, Utc};
+use instanceha_proto::ConversionError;
 use instanceha_proto::engine::v1 as pb;
 use instanceha_proto::v1 as public;
 
 use crate::domain::{
-    Host, InstanceResult, Notification, PlannedVMove, ProgressState, RetryInstance, RunEvent,
+    Host, InstanceRef, InstanceResult, Notification, PlannedInstance, ProgressState, RunEvent,
     Segment, SequencedEvent, VMoveType,
 };
 use crate::grpc::{notification_type_pb, recovery_method_pb, timestamp};
@@ -92,23 +93,30 @@ impl Checker {
         field: &'static str,
         value: Option<prost_types::Timestamp>,
     ) -> Result<DateTime<Utc>, ProtocolError> {
-        let t = value.ok_or(ProtocolError::Missing {
-            sequence: self.0,
-            field,
-        })?;
-        DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0)).ok_or(
-            ProtocolError::UnknownValue {
+        instanceha_proto::time::required(field, value).map_err(|e| match e {
+            ConversionError::MissingField(field) => ProtocolError::Missing {
                 sequence: self.0,
                 field,
-                value: format!("{}s", t.seconds),
             },
-        )
+            ConversionError::InvalidData { field, reason } => ProtocolError::UnknownValue {
+                sequence: self.0,
+                field,
+                value: reason,
+            },
+            ConversionError::UnexpectedEnumVariant { field, value } => {
+                ProtocolError::UnknownValue {
+                    sequence: self.0,
+                    field,
+                    value: value.to_string(),
+                }
+            }
+        })
     }
 }
 
 /// The API's form of an engine event of run `run_id`.
-pub fn run_event(run_id: &str, message: pb::RecoverEvent) -> Result<SequencedEvent, ProtocolError> {
-    use pb::recover_event::Body;
+pub fn run_event(run_id: &str, message: pb::RunEvent) -> Result<SequencedEvent, ProtocolError> {
+    use pb::run_event::Body;
     let sequence = message.sequence;
     if sequence == 0 {
         return Err(ProtocolError::ZeroSequence);
@@ -143,7 +151,7 @@ pub fn run_event(run_id: &str, message: pb::RecoverEvent) -> Result<SequencedEve
                             });
                         }
                     };
-                    Ok(PlannedVMove {
+                    Ok(PlannedInstance {
                         instance_id: c.name("plan.instances.instance_id", p.instance_id)?,
                         instance_name: c
                             .optional_name("plan.instances.instance_name", p.instance_name)?
@@ -195,11 +203,20 @@ pub fn run_event(run_id: &str, message: pb::RecoverEvent) -> Result<SequencedEve
             }
         }
         Body::Progress(e) => RunEvent::Progress {
-            state: ProgressState::parse(&e.state).ok_or(ProtocolError::UnknownValue {
-                sequence,
-                field: "progress.state",
-                value: e.state.clone(),
-            })?,
+            state: match public::ProgressState::try_from(e.state) {
+                Ok(public::ProgressState::Started) => ProgressState::Started,
+                Ok(public::ProgressState::Succeeded) => ProgressState::Succeeded,
+                Ok(public::ProgressState::Failed) => ProgressState::Failed,
+                Ok(public::ProgressState::Skipped) => ProgressState::Skipped,
+                Ok(public::ProgressState::Info) => ProgressState::Info,
+                Ok(public::ProgressState::Unspecified) | Err(_) => {
+                    return Err(ProtocolError::UnknownValue {
+                        sequence,
+                        field: "progress.state",
+                        value: e.state.to_string(),
+                    });
+                }
+            },
             task: c.name("progress.task", e.task)?,
             message: cut(e.message),
             at: c.time("progress.time", e.time)?,
@@ -234,16 +251,16 @@ pub fn run_event(run_id: &str, message: pb::RecoverEvent) -> Result<SequencedEve
 }
 
 /// The `Start` of a run.
-pub fn start_message(
+pub fn start_run(
     run_id: &str,
     attempt: u32,
     notification: &Notification,
     segment: &Segment,
     reserved_hosts: &[Host],
-    retry: &[RetryInstance],
+    retry: &[InstanceRef],
 ) -> pb::RecoverRequest {
     pb::RecoverRequest {
-        body: Some(pb::recover_request::Body::Start(pb::Start {
+        body: Some(pb::recover_request::Body::StartRun(pb::StartRun {
             run_id: run_id.to_owned(),
             attempt,
             notification: Some(pb::Notification {
@@ -296,8 +313,8 @@ pub fn cancel(reason: &str) -> pb::RecoverRequest {
 mod tests {
     use super::*;
 
-    fn event(body: pb::recover_event::Body) -> pb::RecoverEvent {
-        pb::RecoverEvent {
+    fn event(body: pb::run_event::Body) -> pb::RunEvent {
+        pb::RunEvent {
             sequence: 3,
             run_id: "r".into(),
             body: Some(body),
@@ -313,20 +330,18 @@ mod tests {
 
     #[test]
     fn malformed_events_are_protocol_errors() {
-        let wrong_run = pb::RecoverEvent {
+        let wrong_run = pb::RunEvent {
             run_id: "other".into(),
-            ..event(pb::recover_event::Body::Done(pb::Done::default()))
+            ..event(pb::run_event::Body::Done(pb::Done::default()))
         };
         assert!(matches!(
             run_event("r", wrong_run),
             Err(ProtocolError::WrongRun { .. })
         ));
-        let no_id = event(pb::recover_event::Body::InstanceStarted(
-            pb::InstanceStarted {
-                instance_id: String::new(),
-                time: now(),
-            },
-        ));
+        let no_id = event(pb::run_event::Body::InstanceStarted(pb::InstanceStarted {
+            instance_id: String::new(),
+            time: now(),
+        }));
         assert_eq!(
             run_event("r", no_id),
             Err(ProtocolError::Missing {
@@ -334,7 +349,7 @@ mod tests {
                 field: "instance_started.instance_id"
             })
         );
-        let bad_outcome = event(pb::recover_event::Body::Done(pb::Done {
+        let bad_outcome = event(pb::run_event::Body::Done(pb::Done {
             outcome: 99,
             ..pb::Done::default()
         }));
@@ -345,7 +360,7 @@ mod tests {
                 ..
             })
         ));
-        let huge = event(pb::recover_event::Body::InstanceStep(pb::InstanceStep {
+        let huge = event(pb::run_event::Body::InstanceStep(pb::InstanceStep {
             instance_id: "i".repeat(300),
             step: "lock".into(),
             message: String::new(),
@@ -355,16 +370,16 @@ mod tests {
             run_event("r", huge),
             Err(ProtocolError::TooLong { .. })
         ));
-        let zero = pb::RecoverEvent {
+        let zero = pb::RunEvent {
             sequence: 0,
-            ..event(pb::recover_event::Body::Done(pb::Done::default()))
+            ..event(pb::run_event::Body::Done(pb::Done::default()))
         };
         assert_eq!(run_event("r", zero), Err(ProtocolError::ZeroSequence));
     }
 
     #[test]
     fn long_messages_are_cut_not_refused() {
-        let failed = event(pb::recover_event::Body::InstanceFinished(
+        let failed = event(pb::run_event::Body::InstanceFinished(
             pb::InstanceFinished {
                 instance_id: "i1".into(),
                 result: pb::InstanceResult::Failed as i32,

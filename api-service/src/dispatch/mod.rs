@@ -29,7 +29,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 pub use convert::ProtocolError;
 
 use crate::changes::Change;
-use crate::domain::{ClaimedRun, Notification, NotificationId};
+use crate::domain::{Notification, NotificationId, RunClaim};
 use crate::service::Api;
 use crate::status::{NotificationStatus, RunEnd, RunOutcome};
 use crate::store::{self, Due, Resolved};
@@ -46,7 +46,7 @@ const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// instances nobody records.
 async fn cancel_for_protocol_error(
     requests: &mpsc::Sender<pb::RecoverRequest>,
-    events: &mut tonic::Streaming<pb::RecoverEvent>,
+    events: &mut tonic::Streaming<pb::RunEvent>,
     reason: &str,
 ) {
     tracing::error!(%reason, "cancelling the run");
@@ -55,7 +55,7 @@ async fn cancel_for_protocol_error(
         let mut dropped = 0usize;
         while let Some(Ok(event)) = events.next().await {
             dropped += 1;
-            if matches!(event.body, Some(pb::recover_event::Body::Done(_))) {
+            if matches!(event.body, Some(pb::run_event::Body::Done(_))) {
                 break;
             }
         }
@@ -397,12 +397,7 @@ impl Dispatcher {
 
     /// One run: open the stream, persist and acknowledge every event, then
     /// resolve.
-    async fn execute(
-        &self,
-        notification: Notification,
-        run: ClaimedRun,
-        cancel: CancellationToken,
-    ) {
+    async fn execute(&self, notification: Notification, run: RunClaim, cancel: CancellationToken) {
         let store = self.api.store();
         let id = notification.id;
         let context = async {
@@ -428,7 +423,7 @@ impl Dispatcher {
                 return;
             }
         };
-        let start = convert::start_message(
+        let start = convert::start_run(
             &run.run_id,
             run.attempt,
             &notification,

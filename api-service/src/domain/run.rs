@@ -8,7 +8,7 @@ use crate::status::RunOutcome;
 
 /// An instance the engine will recover.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlannedVMove {
+pub struct PlannedInstance {
     pub instance_id: String,
     pub instance_name: String,
     pub source_host: String,
@@ -26,7 +26,7 @@ pub enum InstanceResult {
 /// What the engine reported.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunEvent {
-    Plan(Vec<PlannedVMove>),
+    Plan(Vec<PlannedInstance>),
     InstanceStarted {
         instance_id: String,
         at: DateTime<Utc>,
@@ -67,7 +67,7 @@ pub struct SequencedEvent {
 
 /// An instance still without a result, to recover again.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryInstance {
+pub struct InstanceRef {
     pub instance_id: String,
     pub instance_name: String,
     pub source_host: String,
@@ -75,7 +75,7 @@ pub struct RetryInstance {
 
 /// A run the dispatcher has claimed: everything the engine needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClaimedRun {
+pub struct RunClaim {
     pub notification_id: NotificationId,
     pub run_id: String,
     pub attempt: u32,

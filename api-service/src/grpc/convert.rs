@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
+use instanceha_proto::ConversionError;
 use instanceha_proto::v1 as pb;
 use prost_types::Timestamp;
 
 use crate::domain::{
-    Host, InvalidField, Notification, NotificationType, ProgressEvent, RecoveryMethod, Segment,
-    VMove, VMoveType, quoted,
+    Host, InvalidField, Notification, NotificationType, ProgressEvent, ProgressState,
+    RecoveryMethod, Segment, VMove, VMoveType, quoted,
 };
 use crate::status::{NotificationStatus, VMoveStatus};
 
@@ -36,23 +37,22 @@ pub fn optional_id<T: FromStr>(field: &str, value: &str) -> Result<Option<T>, In
 }
 
 pub fn timestamp(at: DateTime<Utc>) -> Option<Timestamp> {
-    Some(Timestamp {
-        seconds: at.timestamp(),
-        nanos: at.timestamp_subsec_nanos() as i32,
-    })
+    Some(instanceha_proto::time::timestamp(at))
 }
 
 pub fn optional_timestamp(at: Option<DateTime<Utc>>) -> Option<Timestamp> {
     at.and_then(timestamp)
 }
 
-pub fn from_timestamp(field: &str, ts: Option<Timestamp>) -> Result<DateTime<Utc>, InvalidField> {
-    let ts = ts.ok_or_else(|| InvalidField::new(field, "is required"))?;
-    if !(0..1_000_000_000).contains(&ts.nanos) {
-        return Err(InvalidField::new(field, "nanos must be 0 to 999,999,999"));
-    }
-    DateTime::from_timestamp(ts.seconds, ts.nanos as u32)
-        .ok_or_else(|| InvalidField::new(field, "is out of range"))
+pub fn from_timestamp(
+    field: &'static str,
+    ts: Option<Timestamp>,
+) -> Result<DateTime<Utc>, InvalidField> {
+    instanceha_proto::time::required(field, ts).map_err(|e| match e {
+        ConversionError::MissingField(_) => InvalidField::new(field, "is required"),
+        ConversionError::InvalidData { reason, .. } => InvalidField::new(field, reason),
+        ConversionError::UnexpectedEnumVariant { value, .. } => unknown(field, value),
+    })
 }
 
 pub fn payload(map: std::collections::HashMap<String, String>) -> BTreeMap<String, String> {
@@ -232,12 +232,22 @@ impl From<Notification> for pb::Notification {
     }
 }
 
+pub fn progress_state_pb(state: ProgressState) -> pb::ProgressState {
+    match state {
+        ProgressState::Started => pb::ProgressState::Started,
+        ProgressState::Succeeded => pb::ProgressState::Succeeded,
+        ProgressState::Failed => pb::ProgressState::Failed,
+        ProgressState::Skipped => pb::ProgressState::Skipped,
+        ProgressState::Info => pb::ProgressState::Info,
+    }
+}
+
 impl From<ProgressEvent> for pb::ProgressEvent {
     fn from(e: ProgressEvent) -> Self {
         Self {
             sequence: e.sequence,
             task: e.task,
-            state: e.state.as_str().to_owned(),
+            state: progress_state_pb(e.state) as i32,
             message: e.message,
             time: timestamp(e.time),
             instance_id: e.instance_id.unwrap_or_default(),

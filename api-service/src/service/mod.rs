@@ -22,15 +22,18 @@ use crate::changes::ChangeFeed;
 use crate::store::{Store, Unfinished};
 use intake::IntakeQueue;
 
-/// Settings of the notification intake.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `[intake]`: the rules of the notification intake.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct IntakeSettings {
-    /// Reports of the same type for the same host with the same payload
-    /// generated within this window of an earlier one are duplicates
-    /// (Masakari's `duplicate_notification_detection_interval`).
+    /// Reports of the same type, host and payload generated within this
+    /// window of an earlier one are refused as duplicates (Masakari's
+    /// `duplicate_notification_detection_interval`).
+    #[serde(with = "humantime_serde")]
     pub duplicate_window: Duration,
-    /// How far in the future a report's `generated_time` may be (the
-    /// reporting agent's clock running ahead); beyond, it is refused.
+    /// A report generated further than this in the future is refused (the
+    /// reporting agent's clock is wrong).
+    #[serde(with = "humantime_serde")]
     pub max_clock_skew: Duration,
 }
 

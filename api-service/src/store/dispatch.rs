@@ -19,8 +19,8 @@ use super::notifications::{UNFINISHED, to_notification};
 use super::vmoves::to_vmove;
 use super::{Error, Result, Store, now};
 use crate::domain::{
-    ClaimedRun, InstanceResult, Notification, NotificationId, ProgressEvent, ProgressState,
-    RetryInstance, RunEvent, SequencedEvent, VMove, VMoveId,
+    InstanceRef, InstanceResult, Notification, NotificationId, ProgressEvent, ProgressState,
+    RunClaim, RunEvent, SequencedEvent, VMove, VMoveId,
 };
 use crate::status::{
     NotificationEvent, NotificationStatus, Resolution, RunEnd, RunOutcome, VMoveEvent, VMoveRecord,
@@ -122,7 +122,7 @@ impl Store {
         id: NotificationId,
         replica: &str,
         lease: Duration,
-    ) -> Result<Option<(Notification, ClaimedRun)>> {
+    ) -> Result<Option<(Notification, RunClaim)>> {
         let current = self.notification(id).await?;
         let Ok(to) = current.status.on(NotificationEvent::Start) else {
             return Ok(None);
@@ -169,7 +169,7 @@ impl Store {
             .one(&self.db)
             .await?
             .ok_or_else(|| Error::not_found("notification", id))?;
-        let claimed = ClaimedRun {
+        let claimed = RunClaim {
             notification_id: id,
             run_id,
             attempt: u32::try_from(row.attempts).unwrap_or(1),
@@ -232,7 +232,7 @@ impl Store {
     }
 
     /// The instances of a notification still without a result.
-    pub async fn unresolved_vmoves(&self, id: NotificationId) -> Result<Vec<RetryInstance>> {
+    pub async fn unresolved_vmoves(&self, id: NotificationId) -> Result<Vec<InstanceRef>> {
         Ok(vmove::Entity::find()
             .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
             .filter(
@@ -243,7 +243,7 @@ impl Store {
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|row| RetryInstance {
+            .map(|row| InstanceRef {
                 instance_id: row.instance_uuid,
                 instance_name: row.instance_name,
                 source_host: row.source_host,

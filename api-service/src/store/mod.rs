@@ -97,22 +97,37 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// How to reach the database.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DatabaseOptions {
-    /// `sqlite:///path/to/file.db`, `postgres://...` or `mysql://...`.
+/// `[database]`: how to reach the database.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// `sqlite://PATH` (created and migrated at start; WAL mode),
+    /// `postgres://USER:PASSWORD@HOST/DB` or `mysql://USER:PASSWORD@HOST/DB`.
     pub url: String,
-    /// Pool size (SQLite always uses one connection: it has one writer).
+    /// Connection pool size for PostgreSQL and MySQL (SQLite always uses
+    /// one connection: it has one writer).
     pub max_connections: u32,
+    /// How long to wait for a connection.
+    #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
 }
 
-impl DatabaseOptions {
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://instanceha.db".to_owned(),
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl DatabaseSettings {
+    /// The default settings for the database at `url`.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
-            max_connections: 16,
-            connect_timeout: Duration::from_secs(10),
+            ..Self::default()
         }
     }
 }
@@ -133,7 +148,7 @@ impl Store {
     /// busy timeout, while another connection switches a new file to WAL or
     /// rebuilds its WAL index; replicas opening one file together retry
     /// that until the connect timeout runs out.
-    pub async fn open(options: &DatabaseOptions) -> Result<Self> {
+    pub async fn open(options: &DatabaseSettings) -> Result<Self> {
         let deadline = tokio::time::Instant::now() + options.connect_timeout;
         let mut pause = Duration::from_millis(10);
         loop {
@@ -150,7 +165,7 @@ impl Store {
         }
     }
 
-    async fn open_once(options: &DatabaseOptions) -> Result<Self> {
+    async fn open_once(options: &DatabaseSettings) -> Result<Self> {
         let mut connect = ConnectOptions::new(options.url.clone());
         connect
             .connect_timeout(options.connect_timeout)
@@ -250,7 +265,7 @@ fn sqlite_busy(err: &DbErr) -> bool {
 /// together on PostgreSQL or MySQL take a database lock on one dedicated
 /// connection around the migrations, so they do not race to create the
 /// same tables; on SQLite, processes sharing the file take its write lock.
-async fn migrate(db: &DatabaseConnection, options: &DatabaseOptions) -> Result<()> {
+async fn migrate(db: &DatabaseConnection, options: &DatabaseSettings) -> Result<()> {
     let (lock, unlock) = match db.get_database_backend() {
         DbBackend::Postgres => (
             format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"),

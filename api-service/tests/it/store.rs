@@ -134,7 +134,7 @@ async fn replicas_starting_together_migrate_once(backend: Backend) {
     };
     let mut starts = Vec::new();
     for _ in 0..8 {
-        let options = store::DatabaseOptions::new(database.url.clone());
+        let options = store::DatabaseSettings::new(database.url.clone());
         starts.push(tokio::spawn(
             async move { store::Store::open(&options).await },
         ));

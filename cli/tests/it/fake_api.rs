@@ -127,11 +127,16 @@ fn vmove(name: &str, status: pb::VmoveStatus, step: &str, updated: i64) -> pb::V
     }
 }
 
-fn progress(sequence: u64, task: &str, state: &str, instance: &str) -> pb::ProgressEvent {
+fn progress(
+    sequence: u64,
+    task: &str,
+    state: pb::ProgressState,
+    instance: &str,
+) -> pb::ProgressEvent {
     pb::ProgressEvent {
         sequence,
         task: task.to_owned(),
-        state: state.to_owned(),
+        state: state as i32,
         time: at(sequence as i64),
         instance_id: instance.to_owned(),
         ..Default::default()
@@ -151,9 +156,14 @@ fn failing_recovery() -> Vec<Update> {
     vm_b_failed.message = "nova returned 503".to_owned();
     let mut resync = notification(id, N::Running, 2);
     resync.progress_events = vec![
-        progress(1, "disable_compute_service", "succeeded", ""),
-        progress(2, "evacuate", "started", "instance-vm-a"),
-        progress(3, "evacuate", "started", "instance-vm-b"),
+        progress(
+            1,
+            "disable_compute_service",
+            pb::ProgressState::Succeeded,
+            "",
+        ),
+        progress(2, "evacuate", pb::ProgressState::Started, "instance-vm-a"),
+        progress(3, "evacuate", pb::ProgressState::Started, "instance-vm-b"),
     ];
     let mut failed = notification(id, N::Failed, 10);
     failed.message = "1 of 2 instances could not be recovered: vm-b (nova returned 503)".to_owned();
@@ -165,9 +175,19 @@ fn failing_recovery() -> Vec<Update> {
                 vmove("vm-b", V::Pending, "", 1),
             ],
         }),
-        Update::ProgressEvent(progress(1, "disable_compute_service", "succeeded", "")),
+        Update::ProgressEvent(progress(
+            1,
+            "disable_compute_service",
+            pb::ProgressState::Succeeded,
+            "",
+        )),
         Update::Vmove(vmove("vm-a", V::Ongoing, "evacuate", 2)),
-        Update::ProgressEvent(progress(2, "evacuate", "started", "instance-vm-a")),
+        Update::ProgressEvent(progress(
+            2,
+            "evacuate",
+            pb::ProgressState::Started,
+            "instance-vm-a",
+        )),
         // As after a lag: the whole state again.
         Update::Snapshot(pb::NotificationSnapshot {
             notification: Some(resync),

@@ -2,59 +2,46 @@
 //! run types, with exhaustive matches.
 
 use chrono::{DateTime, Utc};
+use instanceha_proto::ConversionError;
 use instanceha_proto::engine::v1 as pb;
 use instanceha_proto::v1 as public;
 use prost_types::Timestamp;
 
 use crate::recovery::{
-    EngineEvent, InstanceOutcome, NotificationKind, RecoveryKind, RetryInstance, RunOutcome,
-    RunRequest,
+    InstanceRef, InstanceResult, NotificationType, ProgressState, RunEvent, RunOutcome, StartRun,
+    VMoveType,
 };
 use crate::workflow::targets::RecoveryMethod;
 
-/// A `Start` the engine cannot run.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ConversionError {
-    #[error("{0} is required")]
-    MissingField(&'static str),
-    #[error("{field}: {value} is not a known value")]
-    UnexpectedEnumValue { field: &'static str, value: i32 },
+fn timestamp(at: DateTime<Utc>) -> Option<Timestamp> {
+    Some(instanceha_proto::time::timestamp(at))
 }
 
-fn time(at: Option<Timestamp>) -> Option<DateTime<Utc>> {
-    at.and_then(|t| DateTime::from_timestamp(t.seconds, t.nanos.clamp(0, 999_999_999) as u32))
-}
-
-pub fn timestamp(at: DateTime<Utc>) -> Option<Timestamp> {
-    Some(Timestamp {
-        seconds: at.timestamp(),
-        nanos: at.timestamp_subsec_nanos() as i32,
-    })
-}
-
-impl TryFrom<pb::Start> for RunRequest {
+impl TryFrom<pb::StartRun> for StartRun {
     type Error = ConversionError;
 
-    fn try_from(start: pb::Start) -> Result<Self, Self::Error> {
+    fn try_from(start: pb::StartRun) -> Result<Self, Self::Error> {
         if start.run_id.is_empty() {
-            return Err(ConversionError::MissingField("start.run_id"));
+            return Err(ConversionError::MissingField("start_run.run_id"));
         }
         let notification = start
             .notification
-            .ok_or(ConversionError::MissingField("start.notification"))?;
+            .ok_or(ConversionError::MissingField("start_run.notification"))?;
         let segment = start
             .segment
-            .ok_or(ConversionError::MissingField("start.segment"))?;
+            .ok_or(ConversionError::MissingField("start_run.segment"))?;
         if notification.hostname.is_empty() {
-            return Err(ConversionError::MissingField("start.notification.hostname"));
+            return Err(ConversionError::MissingField(
+                "start_run.notification.hostname",
+            ));
         }
         let kind = match public::NotificationType::try_from(notification.r#type) {
-            Ok(public::NotificationType::ComputeHost) => NotificationKind::ComputeHost,
-            Ok(public::NotificationType::Process) => NotificationKind::Process,
-            Ok(public::NotificationType::Vm) => NotificationKind::Vm,
+            Ok(public::NotificationType::ComputeHost) => NotificationType::ComputeHost,
+            Ok(public::NotificationType::Process) => NotificationType::Process,
+            Ok(public::NotificationType::Vm) => NotificationType::Vm,
             Ok(public::NotificationType::Unspecified) | Err(_) => {
-                return Err(ConversionError::UnexpectedEnumValue {
-                    field: "start.notification.type",
+                return Err(ConversionError::UnexpectedEnumVariant {
+                    field: "start_run.notification.type",
                     value: notification.r#type,
                 });
             }
@@ -65,40 +52,54 @@ impl TryFrom<pb::Start> for RunRequest {
             Ok(public::RecoveryMethod::AutoPriority) => RecoveryMethod::AutoPriority,
             Ok(public::RecoveryMethod::RhPriority) => RecoveryMethod::RhPriority,
             Ok(public::RecoveryMethod::Unspecified) | Err(_) => {
-                return Err(ConversionError::UnexpectedEnumValue {
-                    field: "start.segment.recovery_method",
+                return Err(ConversionError::UnexpectedEnumVariant {
+                    field: "start_run.segment.recovery_method",
                     value: segment.recovery_method,
                 });
             }
         };
-        Ok(RunRequest {
+        Ok(StartRun {
             run_id: start.run_id,
             attempt: start.attempt.max(1),
             notification_id: notification.id,
             kind,
             hostname: notification.hostname,
             payload: notification.payload.into_iter().collect(),
-            generated_time: time(notification.generated_time),
+            generated_time: instanceha_proto::time::optional(
+                "start_run.notification.generated_time",
+                notification.generated_time,
+            )?,
             segment_name: segment.name,
             recovery_method,
             reserved_hosts: start.reserved_hosts.into_iter().map(|h| h.name).collect(),
             retry_instances: start
                 .retry_instances
                 .into_iter()
-                .map(|i| RetryInstance {
+                .map(|i| InstanceRef {
                     instance_id: i.instance_id,
                     instance_name: i.instance_name,
+                    source_host: i.source_host,
                 })
                 .collect(),
         })
     }
 }
 
+fn progress_state(state: ProgressState) -> public::ProgressState {
+    match state {
+        ProgressState::Started => public::ProgressState::Started,
+        ProgressState::Succeeded => public::ProgressState::Succeeded,
+        ProgressState::Failed => public::ProgressState::Failed,
+        ProgressState::Skipped => public::ProgressState::Skipped,
+        ProgressState::Info => public::ProgressState::Info,
+    }
+}
+
 /// The wire form of an event, numbered.
-pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::RecoverEvent {
-    use pb::recover_event::Body;
+pub fn event_message(run_id: &str, sequence: u64, event: RunEvent) -> pb::RunEvent {
+    use pb::run_event::Body;
     let body = match event {
-        EngineEvent::Plan(instances) => Body::Plan(pb::Plan {
+        RunEvent::Plan(instances) => Body::Plan(pb::Plan {
             instances: instances
                 .into_iter()
                 .map(|i| pb::PlannedInstance {
@@ -106,19 +107,19 @@ pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::Rec
                     instance_name: i.instance_name,
                     source_host: i.source_host,
                     r#type: match i.kind {
-                        RecoveryKind::Evacuation => public::VmoveType::Evacuation,
-                        RecoveryKind::Restart => public::VmoveType::Restart,
+                        VMoveType::Evacuation => public::VmoveType::Evacuation,
+                        VMoveType::Restart => public::VmoveType::Restart,
                     } as i32,
                 })
                 .collect(),
         }),
-        EngineEvent::InstanceStarted { instance_id, at } => {
+        RunEvent::InstanceStarted { instance_id, at } => {
             Body::InstanceStarted(pb::InstanceStarted {
                 instance_id,
                 time: timestamp(at),
             })
         }
-        EngineEvent::InstanceStep {
+        RunEvent::InstanceStep {
             instance_id,
             step,
             message,
@@ -129,22 +130,22 @@ pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::Rec
             message,
             time: timestamp(at),
         }),
-        EngineEvent::InstanceFinished {
+        RunEvent::InstanceFinished {
             instance_id,
             outcome,
             start,
             end,
         } => {
             let (result, dest_host, message) = match outcome {
-                InstanceOutcome::Succeeded { dest_host } => (
+                InstanceResult::Succeeded { dest_host } => (
                     pb::InstanceResult::Succeeded,
                     dest_host.unwrap_or_default(),
                     String::new(),
                 ),
-                InstanceOutcome::Failed { message } => {
+                InstanceResult::Failed { message } => {
                     (pb::InstanceResult::Failed, String::new(), message)
                 }
-                InstanceOutcome::Ignored { message } => {
+                InstanceResult::Ignored { message } => {
                     (pb::InstanceResult::Ignored, String::new(), message)
                 }
             };
@@ -157,7 +158,7 @@ pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::Rec
                 message,
             })
         }
-        EngineEvent::Progress {
+        RunEvent::Progress {
             task,
             state,
             message,
@@ -165,12 +166,12 @@ pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::Rec
             instance_id,
         } => Body::Progress(pb::Progress {
             task: task.to_owned(),
-            state: state.as_str().to_owned(),
+            state: progress_state(state) as i32,
             message,
             time: timestamp(at),
             instance_id: instance_id.unwrap_or_default(),
         }),
-        EngineEvent::HostUpdate {
+        RunEvent::HostUpdate {
             hostname,
             on_maintenance,
             reserved,
@@ -179,7 +180,7 @@ pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::Rec
             on_maintenance,
             reserved,
         }),
-        EngineEvent::Done(outcome) => {
+        RunEvent::Done(outcome) => {
             let (outcome, message, retryable) = match outcome {
                 RunOutcome::Completed { message } => (pb::RunOutcome::Completed, message, false),
                 RunOutcome::Failed { message, retryable } => {
@@ -195,7 +196,7 @@ pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::Rec
             })
         }
     };
-    pb::RecoverEvent {
+    pb::RunEvent {
         sequence,
         run_id: run_id.to_owned(),
         body: Some(body),
@@ -206,8 +207,8 @@ pub fn event_message(run_id: &str, sequence: u64, event: EngineEvent) -> pb::Rec
 mod tests {
     use super::*;
 
-    fn start() -> pb::Start {
-        pb::Start {
+    fn start() -> pb::StartRun {
+        pb::StartRun {
             run_id: "r1".into(),
             attempt: 1,
             notification: Some(pb::Notification {
@@ -233,25 +234,25 @@ mod tests {
 
     #[test]
     fn a_start_converts_and_bad_ones_name_the_field() {
-        let run = RunRequest::try_from(start()).unwrap();
-        assert_eq!(run.kind, NotificationKind::ComputeHost);
+        let run = StartRun::try_from(start()).unwrap();
+        assert_eq!(run.kind, NotificationType::ComputeHost);
         assert_eq!(run.recovery_method, RecoveryMethod::RhPriority);
         assert_eq!(run.reserved_hosts, vec!["spare".to_owned()]);
 
         let mut bad = start();
         bad.segment.as_mut().unwrap().recovery_method = 42;
         assert_eq!(
-            RunRequest::try_from(bad),
-            Err(ConversionError::UnexpectedEnumValue {
-                field: "start.segment.recovery_method",
+            StartRun::try_from(bad),
+            Err(ConversionError::UnexpectedEnumVariant {
+                field: "start_run.segment.recovery_method",
                 value: 42
             })
         );
         let mut missing = start();
         missing.notification = None;
         assert_eq!(
-            RunRequest::try_from(missing),
-            Err(ConversionError::MissingField("start.notification"))
+            StartRun::try_from(missing),
+            Err(ConversionError::MissingField("start_run.notification"))
         );
     }
 }

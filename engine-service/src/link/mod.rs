@@ -18,9 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-pub use convert::ConversionError;
-
-use crate::recovery::{Engine, EngineEvent, Reporter, RunRequest};
+use crate::recovery::{Engine, Reporter, RunEvent, StartRun};
 
 /// How long to wait for the API to acknowledge `Done`.
 const FINAL_ACK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -35,7 +33,7 @@ impl RecoverService {
     }
 }
 
-type EventStream = Pin<Box<dyn Stream<Item = Result<pb::RecoverEvent, Status>> + Send>>;
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::RunEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl pb::engine_server::Engine for RecoverService {
@@ -53,11 +51,10 @@ impl pb::engine_server::Engine for RecoverService {
             .message()
             .await?
             .ok_or_else(|| Status::invalid_argument("the stream closed before Start"))?;
-        let Some(pb::recover_request::Body::Start(start)) = first.body else {
+        let Some(pb::recover_request::Body::StartRun(start)) = first.body else {
             return Err(Status::invalid_argument("the first message must be Start"));
         };
-        let run =
-            RunRequest::try_from(start).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let run = StartRun::try_from(start).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let run_id = run.run_id.clone();
         let span = tracing::info_span!(
             "recovery.run",
@@ -93,9 +90,9 @@ impl pb::engine_server::Engine for RecoverService {
 /// Numbers and forwards the run's events, and reads acks and cancels.
 async fn session(
     run_id: String,
-    mut events: mpsc::UnboundedReceiver<EngineEvent>,
+    mut events: mpsc::UnboundedReceiver<RunEvent>,
     mut inbound: Streaming<pb::RecoverRequest>,
-    out: mpsc::Sender<Result<pb::RecoverEvent, Status>>,
+    out: mpsc::Sender<Result<pb::RunEvent, Status>>,
     cancel: CancellationToken,
 ) {
     let mut sequence: u64 = 0;
@@ -115,7 +112,7 @@ async fn session(
                     break;
                 };
                 sequence += 1;
-                if matches!(event, EngineEvent::Done(_)) {
+                if matches!(event, RunEvent::Done(_)) {
                     done_at = Some(sequence);
                 }
                 let message = convert::event_message(&run_id, sequence, event);

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use super::host::{ReservedHosts, Slot};
 use super::migrations::{MigrationFollower, MigrationWatch};
-use super::{Cancelled, InstanceOutcome, Run, StepFailure};
-use crate::openstack::cinder::Volume;
-use crate::openstack::nova::{Migration, Server};
+use super::{Cancelled, InstanceResult, Run, StepFailure};
 use crate::workflow::evacuation::{self, Preparation, Restoration, Verdict};
 use crate::workflow::targets::Target;
 use crate::workflow::volumes::{Clearance, VolumeVerdict, judge_volume};
+use openstack_client::cinder::Volume;
+use openstack_client::nova::{Migration, Server};
 
 /// One instance to recover.
 #[derive(Clone, Debug)]
@@ -49,7 +49,7 @@ impl Run {
         reserved: &ReservedHosts,
         fenced: bool,
         slot: &mut Slot,
-    ) -> Result<InstanceOutcome, Cancelled> {
+    ) -> Result<InstanceResult, Cancelled> {
         let id = job.instance_id.clone();
         let source = self.request.hostname.clone();
         self.reporter.step(&id, "lookup", "reading the instance");
@@ -58,7 +58,7 @@ impl Run {
             None => match self.server_unless_gone(&id).await? {
                 Ok(Some(server)) => server,
                 Ok(None) => {
-                    return Ok(InstanceOutcome::Ignored {
+                    return Ok(InstanceResult::Ignored {
                         message: "the instance no longer exists".to_owned(),
                     });
                 }
@@ -75,7 +75,7 @@ impl Run {
         {
             let unlocked = self.unlock_if_ours(&id, &server).await;
             return Ok(match unlocked {
-                Ok(()) => InstanceOutcome::Succeeded {
+                Ok(()) => InstanceResult::Succeeded {
                     dest_host: server.host.clone(),
                 },
                 Err(failure) => failed(failure),
@@ -96,14 +96,14 @@ impl Run {
             if let Err(e) = self.openstack().unlock(&id).await {
                 let unlock = StepFailure::new("unlock", e);
                 return Ok(match outcome {
-                    Ok(InstanceOutcome::Succeeded { dest_host }) => InstanceOutcome::Failed {
+                    Ok(InstanceResult::Succeeded { dest_host }) => InstanceResult::Failed {
                         message: format!(
                             "recovered on {} but left locked: {unlock}",
                             dest_host.as_deref().unwrap_or("?")
                         ),
                     },
-                    Ok(InstanceOutcome::Failed { message })
-                    | Ok(InstanceOutcome::Ignored { message }) => InstanceOutcome::Failed {
+                    Ok(InstanceResult::Failed { message })
+                    | Ok(InstanceResult::Ignored { message }) => InstanceResult::Failed {
                         message: format!("{message}; and it stays locked: {unlock}"),
                     },
                     Err(Cancelled) => return Err(Cancelled),
@@ -163,7 +163,7 @@ impl Run {
         reserved: &ReservedHosts,
         fenced: bool,
         slot: &mut Slot,
-    ) -> Result<InstanceOutcome, Cancelled> {
+    ) -> Result<InstanceResult, Cancelled> {
         let source = self.request.hostname.clone();
         let preparation = evacuation::prepare(server);
         let was_error = server.vm_state() == "error";
@@ -287,7 +287,7 @@ impl Run {
                 }
             }
         }
-        Ok(InstanceOutcome::Failed {
+        Ok(InstanceResult::Failed {
             message: format!("no target left: {}", failures.join("; ")),
         })
     }
@@ -535,7 +535,7 @@ impl Run {
         id: &str,
         dest_host: String,
         preparation: Preparation,
-    ) -> Result<InstanceOutcome, Cancelled> {
+    ) -> Result<InstanceResult, Cancelled> {
         let server = match self.or_cancel(self.openstack().server(id)).await? {
             Ok(server) => server,
             Err(e) => {
@@ -570,10 +570,10 @@ impl Run {
             }
         };
         Ok(match result {
-            Ok(()) => InstanceOutcome::Succeeded {
+            Ok(()) => InstanceResult::Succeeded {
                 dest_host: Some(dest_host),
             },
-            Err(reason) => InstanceOutcome::Failed {
+            Err(reason) => InstanceResult::Failed {
                 message: format!("restore_state: evacuated to {dest_host}, but {reason}"),
             },
         })
@@ -783,8 +783,8 @@ impl Run {
     }
 }
 
-fn failed(failure: StepFailure) -> InstanceOutcome {
-    InstanceOutcome::Failed {
+fn failed(failure: StepFailure) -> InstanceResult {
+    InstanceResult::Failed {
         message: failure.to_string(),
     }
 }
@@ -796,8 +796,8 @@ fn unconfirmed(reason: String) -> StepFailure {
     )
 }
 
-fn gone() -> InstanceOutcome {
-    InstanceOutcome::Ignored {
+fn gone() -> InstanceResult {
+    InstanceResult::Ignored {
         message: "the instance was deleted during its recovery".to_owned(),
     }
 }

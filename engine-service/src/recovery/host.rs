@@ -17,12 +17,12 @@ use tracing::Instrument as _;
 use super::evacuate::EvacuationJob;
 use super::migrations::MigrationWatch;
 use super::{
-    Cancelled, InstanceOutcome, PlannedInstance, ProgressState, RecoveryKind, Run, RunOutcome,
-    StepFailure,
+    Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, StepFailure,
+    VMoveType,
 };
-use crate::openstack::nova::{ComputeService, Server, ServiceUpdate};
 use crate::workflow::selection::select_instances;
 use crate::workflow::targets::{Target, targets};
+use openstack_client::nova::{ComputeService, Server, ServiceUpdate};
 
 /// Whether a reserved host was made ready, decided once.
 type Readiness = Arc<OnceCell<Result<(), String>>>;
@@ -207,7 +207,7 @@ impl Run {
                     instance_id: job.instance_id.clone(),
                     instance_name: job.instance_name.clone(),
                     source_host: host.clone(),
-                    kind: RecoveryKind::Evacuation,
+                    kind: VMoveType::Evacuation,
                 })
                 .collect(),
         );
@@ -225,7 +225,7 @@ impl Run {
                     self.reporter.instance_started(&job.instance_id, start);
                     self.reporter.instance_finished(
                         &job.instance_id,
-                        InstanceOutcome::Failed {
+                        InstanceResult::Failed {
                             message: message.clone(),
                         },
                         start,
@@ -254,7 +254,7 @@ impl Run {
         let results = self.evacuate_all(jobs, targets, watch, fenced).await;
         let failed = results
             .iter()
-            .filter(|o| matches!(o, InstanceOutcome::Failed { .. }))
+            .filter(|o| matches!(o, InstanceResult::Failed { .. }))
             .count();
         self.reporter.progress(
             "evacuate_instances",
@@ -343,7 +343,7 @@ impl Run {
         targets: Vec<Target>,
         watch: Arc<MigrationWatch>,
         fenced: bool,
-    ) -> Vec<InstanceOutcome> {
+    ) -> Vec<InstanceResult> {
         let per_run = Arc::new(Semaphore::new(
             self.settings().max_concurrent_instances.max(1),
         ));
@@ -389,20 +389,20 @@ impl Run {
                             .or_else(|| panic.downcast_ref::<String>().cloned())
                             .unwrap_or_default();
                         tracing::error!(instance_id = %instance_id, panic = %what, "instance worker panicked");
-                        Some(InstanceOutcome::Failed {
+                        Some(InstanceResult::Failed {
                             message: format!("internal error in the engine: {what}"),
                         })
                     }
                 };
                 let span = tracing::Span::current();
                 match &outcome {
-                    Some(InstanceOutcome::Succeeded { .. }) => {
+                    Some(InstanceResult::Succeeded { .. }) => {
                         span.record("outcome", "succeeded");
                     }
-                    Some(InstanceOutcome::Ignored { .. }) => {
+                    Some(InstanceResult::Ignored { .. }) => {
                         span.record("outcome", "ignored");
                     }
-                    Some(InstanceOutcome::Failed { message }) => {
+                    Some(InstanceResult::Failed { message }) => {
                         span.record("outcome", "failed");
                         instanceha_runtime::telemetry::record_error(&span, message);
                         tracing::warn!(instance_id = %instance_id, reason = %message, "instance not recovered");
@@ -419,7 +419,7 @@ impl Run {
                         // Cancelled: report it if anyone still listens.
                         run.reporter.instance_finished(
                             &instance_id,
-                            InstanceOutcome::Failed {
+                            InstanceResult::Failed {
                                 message: "cancelled before the recovery finished".to_owned(),
                             },
                             start,

@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::openstack::OpenStack;
-use crate::openstack::nova::Migration;
 use crate::workflow::evacuation;
+use openstack_client::OpenStack;
+use openstack_client::nova::Migration;
 
 /// The newest known evacuation migration per instance.
 pub type Migrations = Arc<HashMap<String, Migration>>;

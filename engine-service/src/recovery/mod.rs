@@ -21,18 +21,17 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub use report::{
-    EngineEvent, InstanceOutcome, PlannedInstance, ProgressState, RecoveryKind, Reporter,
-    RunOutcome,
+    InstanceResult, PlannedInstance, ProgressState, Reporter, RunEvent, RunOutcome, VMoveType,
 };
 
-use crate::openstack::nova::Server;
-use crate::openstack::{self, OpenStack};
 use crate::workflow::selection::SelectionRules;
 use crate::workflow::targets::RecoveryMethod;
+use openstack_client::nova::Server;
+use openstack_client::{self, OpenStack};
 
 /// What a notification is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotificationKind {
+pub enum NotificationType {
     ComputeHost,
     Process,
     Vm,
@@ -40,11 +39,11 @@ pub enum NotificationKind {
 
 /// One run of a notification, as the API asked for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunRequest {
+pub struct StartRun {
     pub run_id: String,
     pub attempt: u32,
     pub notification_id: String,
-    pub kind: NotificationKind,
+    pub kind: NotificationType,
     pub hostname: String,
     pub payload: BTreeMap<String, String>,
     pub generated_time: Option<DateTime<Utc>>,
@@ -53,18 +52,21 @@ pub struct RunRequest {
     /// Reserved hosts, not on maintenance, in the order to try.
     pub reserved_hosts: Vec<String>,
     /// On a retry: the instances still unresolved (empty: plan afresh).
-    pub retry_instances: Vec<RetryInstance>,
+    pub retry_instances: Vec<InstanceRef>,
 }
 
+/// An instance a run is asked about, with the host it is to be recovered
+/// from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryInstance {
+pub struct InstanceRef {
     pub instance_id: String,
     pub instance_name: String,
+    pub source_host: String,
 }
 
 /// How the workflows behave (from the engine's configuration).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecoverySettings {
+pub struct WorkflowSettings {
     pub max_concurrent_instances: usize,
     pub poll_interval: Duration,
     pub evacuation_timeout: Duration,
@@ -88,7 +90,7 @@ pub struct RecoverySettings {
 #[derive(Clone, Debug)]
 pub struct Engine {
     openstack: OpenStack,
-    settings: Arc<RecoverySettings>,
+    settings: Arc<WorkflowSettings>,
     /// Instance workers calling OpenStack at once, across all runs (a
     /// worker lets go while Nova rebuilds its instance).
     capacity: Arc<Semaphore>,
@@ -101,7 +103,7 @@ pub struct Engine {
 pub struct Cancelled;
 
 impl Engine {
-    pub fn new(openstack: OpenStack, settings: RecoverySettings, total_capacity: usize) -> Self {
+    pub fn new(openstack: OpenStack, settings: WorkflowSettings, total_capacity: usize) -> Self {
         Self {
             openstack,
             settings: Arc::new(settings),
@@ -114,7 +116,7 @@ impl Engine {
         &self.openstack
     }
 
-    pub fn settings(&self) -> &RecoverySettings {
+    pub fn settings(&self) -> &WorkflowSettings {
         &self.settings
     }
 
@@ -126,7 +128,7 @@ impl Engine {
     /// Runs `request` to its end, reporting as it goes; always reports
     /// `Done` last.
     /// (Run it inside the run's span: the link creates it.)
-    pub async fn run(&self, request: RunRequest, reporter: Reporter, cancel: CancellationToken) {
+    pub async fn run(&self, request: StartRun, reporter: Reporter, cancel: CancellationToken) {
         tracing::info!(kind = ?request.kind, "recovery run started");
         let run = Run {
             engine: self.clone(),
@@ -135,9 +137,9 @@ impl Engine {
             cancel,
         };
         let outcome = match run.request.kind {
-            NotificationKind::ComputeHost => run.host_failure().await,
-            NotificationKind::Vm => run.instance_failure().await,
-            NotificationKind::Process => run.process_failure().await,
+            NotificationType::ComputeHost => run.host_failure().await,
+            NotificationType::Vm => run.instance_failure().await,
+            NotificationType::Process => run.process_failure().await,
         };
         tracing::info!(outcome = ?outcome, "recovery run ended");
         match &outcome {
@@ -157,7 +159,7 @@ const GONE_CONFIRMATIONS: u32 = 3;
 #[derive(Clone)]
 struct Run {
     engine: Engine,
-    request: Arc<RunRequest>,
+    request: Arc<StartRun>,
     reporter: Reporter,
     cancel: CancellationToken,
 }
@@ -167,7 +169,7 @@ impl Run {
         &self.engine.openstack
     }
 
-    fn settings(&self) -> &RecoverySettings {
+    fn settings(&self) -> &WorkflowSettings {
         &self.engine.settings
     }
 
@@ -193,7 +195,7 @@ impl Run {
     async fn server_unless_gone(
         &self,
         id: &str,
-    ) -> Result<Result<Option<Server>, openstack::Error>, Cancelled> {
+    ) -> Result<Result<Option<Server>, openstack_client::Error>, Cancelled> {
         let mut not_found = 0;
         loop {
             match self.or_cancel(self.openstack().server(id)).await? {

@@ -4,7 +4,7 @@
 //! does: recovery back to service is manual there).
 
 use super::{Cancelled, ProgressState, Run, RunOutcome};
-use crate::openstack::nova::ServiceUpdate;
+use openstack_client::nova::ServiceUpdate;
 
 impl Run {
     pub(super) async fn process_failure(&self) -> RunOutcome {

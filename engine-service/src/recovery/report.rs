@@ -6,7 +6,7 @@ use tokio::sync::mpsc;
 
 /// How an instance is recovered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecoveryKind {
+pub enum VMoveType {
     Evacuation,
     Restart,
 }
@@ -16,12 +16,12 @@ pub struct PlannedInstance {
     pub instance_id: String,
     pub instance_name: String,
     pub source_host: String,
-    pub kind: RecoveryKind,
+    pub kind: VMoveType,
 }
 
 /// One instance's final result in a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum InstanceOutcome {
+pub enum InstanceResult {
     Succeeded { dest_host: Option<String> },
     Failed { message: String },
     Ignored { message: String },
@@ -59,7 +59,7 @@ impl ProgressState {
 
 /// An event of a run, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EngineEvent {
+pub enum RunEvent {
     Plan(Vec<PlannedInstance>),
     InstanceStarted {
         instance_id: String,
@@ -73,7 +73,7 @@ pub enum EngineEvent {
     },
     InstanceFinished {
         instance_id: String,
-        outcome: InstanceOutcome,
+        outcome: InstanceResult,
         start: DateTime<Utc>,
         end: DateTime<Utc>,
     },
@@ -96,32 +96,32 @@ pub enum EngineEvent {
 /// gone (the API left), events are dropped and the run is being cancelled.
 #[derive(Clone, Debug)]
 pub struct Reporter {
-    tx: mpsc::UnboundedSender<EngineEvent>,
+    tx: mpsc::UnboundedSender<RunEvent>,
 }
 
 impl Reporter {
-    pub fn new() -> (Self, mpsc::UnboundedReceiver<EngineEvent>) {
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<RunEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (Self { tx }, rx)
     }
 
-    fn send(&self, event: EngineEvent) {
+    fn send(&self, event: RunEvent) {
         let _ = self.tx.send(event);
     }
 
     pub fn plan(&self, instances: Vec<PlannedInstance>) {
-        self.send(EngineEvent::Plan(instances));
+        self.send(RunEvent::Plan(instances));
     }
 
     pub fn instance_started(&self, instance_id: &str, at: DateTime<Utc>) {
-        self.send(EngineEvent::InstanceStarted {
+        self.send(RunEvent::InstanceStarted {
             instance_id: instance_id.to_owned(),
             at,
         });
     }
 
     pub fn step(&self, instance_id: &str, step: &'static str, message: impl Into<String>) {
-        self.send(EngineEvent::InstanceStep {
+        self.send(RunEvent::InstanceStep {
             instance_id: instance_id.to_owned(),
             step,
             message: message.into(),
@@ -132,10 +132,10 @@ impl Reporter {
     pub fn instance_finished(
         &self,
         instance_id: &str,
-        outcome: InstanceOutcome,
+        outcome: InstanceResult,
         start: DateTime<Utc>,
     ) {
-        self.send(EngineEvent::InstanceFinished {
+        self.send(RunEvent::InstanceFinished {
             instance_id: instance_id.to_owned(),
             outcome,
             start,
@@ -144,7 +144,7 @@ impl Reporter {
     }
 
     pub fn progress(&self, task: &'static str, state: ProgressState, message: impl Into<String>) {
-        self.send(EngineEvent::Progress {
+        self.send(RunEvent::Progress {
             task,
             state,
             message: message.into(),
@@ -159,7 +159,7 @@ impl Reporter {
         on_maintenance: Option<bool>,
         reserved: Option<bool>,
     ) {
-        self.send(EngineEvent::HostUpdate {
+        self.send(RunEvent::HostUpdate {
             hostname: hostname.to_owned(),
             on_maintenance,
             reserved,
@@ -167,6 +167,6 @@ impl Reporter {
     }
 
     pub fn done(&self, outcome: RunOutcome) {
-        self.send(EngineEvent::Done(outcome));
+        self.send(RunEvent::Done(outcome));
     }
 }

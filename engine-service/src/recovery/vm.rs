@@ -5,7 +5,7 @@
 use chrono::Utc;
 
 use super::{
-    Cancelled, InstanceOutcome, PlannedInstance, ProgressState, RecoveryKind, Run, RunOutcome,
+    Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, VMoveType,
 };
 use crate::workflow::selection::is_ha_enabled;
 use crate::workflow::vm_events::calls_for_recovery;
@@ -64,7 +64,7 @@ impl Run {
             instance_id: id.clone(),
             instance_name: server.name.clone(),
             source_host: server.host.clone().unwrap_or_default(),
-            kind: RecoveryKind::Restart,
+            kind: VMoveType::Restart,
         }]);
         let start = Utc::now();
         self.reporter.instance_started(&id, start);
@@ -79,7 +79,7 @@ impl Run {
             Err(Cancelled) => {
                 self.reporter.instance_finished(
                     &id,
-                    InstanceOutcome::Failed {
+                    InstanceResult::Failed {
                         message: "cancelled before the recovery finished".to_owned(),
                     },
                     start,
@@ -89,9 +89,9 @@ impl Run {
         }
     }
 
-    async fn restart(&self, id: &str, vm_state: &str) -> Result<InstanceOutcome, Cancelled> {
+    async fn restart(&self, id: &str, vm_state: &str) -> Result<InstanceResult, Cancelled> {
         if matches!(vm_state, "paused" | "rescued") {
-            return Ok(InstanceOutcome::Ignored {
+            return Ok(InstanceResult::Ignored {
                 message: format!("the instance is {vm_state}; left alone"),
             });
         }
@@ -102,7 +102,7 @@ impl Run {
                 .or_cancel(self.openstack().reset_state(id, "active"))
                 .await?
             {
-                return Ok(InstanceOutcome::Failed {
+                return Ok(InstanceResult::Failed {
                     message: format!("prepare: {e}"),
                 });
             }
@@ -110,14 +110,14 @@ impl Run {
         if vm_state != "stopped" {
             self.reporter.step(id, "stop", "stopping the instance");
             if let Err(reason) = self.power(id, false).await? {
-                return Ok(InstanceOutcome::Failed {
+                return Ok(InstanceResult::Failed {
                     message: format!("stop: {reason}"),
                 });
             }
         }
         self.reporter.step(id, "start", "starting the instance");
         if let Err(reason) = self.power(id, true).await? {
-            return Ok(InstanceOutcome::Failed {
+            return Ok(InstanceResult::Failed {
                 message: format!("start: {reason}"),
             });
         }
@@ -125,6 +125,6 @@ impl Run {
             Ok(server) => server.host,
             Err(_) => None,
         };
-        Ok(InstanceOutcome::Succeeded { dest_host: host })
+        Ok(InstanceResult::Succeeded { dest_host: host })
     }
 }

@@ -4,7 +4,7 @@
 //! claim, a scheduling failure or a compute error is seen at once from the
 //! migration, not after a timeout.
 
-use crate::openstack::nova::{Migration, Server};
+use openstack_client::nova::{Migration, Server};
 
 /// The state an instance should be in after its recovery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,7 +164,7 @@ pub fn rebuilding(server: &Server) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openstack::nova::Fault;
+    use openstack_client::nova::Fault;
 
     fn server(vm: &str, task: Option<&str>, host: &str) -> Server {
         Server {

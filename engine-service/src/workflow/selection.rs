@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::openstack::nova::Server;
+use openstack_client::nova::Server;
 
 /// How instances are chosen (Masakari's `[host_failure]` options).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,7 +93,7 @@ fn volumes_first(servers: &mut [Server]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openstack::nova::AttachedVolume;
+    use openstack_client::nova::AttachedVolume;
 
     fn server(id: &str, vm_state: &str, ha: Option<&str>) -> Server {
         Server {

@@ -5,7 +5,7 @@
 //! Nova's block-device mapping uses, attached) is left to Nova, which moves
 //! attachments itself on evacuate.
 
-use crate::openstack::cinder::{Attachment, Volume};
+use openstack_client::cinder::{Attachment, Volume};
 
 /// Attachment states that make Nova's attachment swap fail.
 const STUCK: [&str; 4] = [
@@ -117,7 +117,7 @@ pub fn judge_volume(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openstack::cinder::VolumeAttachment;
+    use openstack_client::cinder::VolumeAttachment;
 
     fn volume(status: &str, multiattach: bool, attached: &[(&str, &str)]) -> Volume {
         Volume {

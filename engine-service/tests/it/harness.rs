@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use instanceha_api::config::Settings as ApiSettings;
 use instanceha_engine::config::Settings as EngineSettings;
-use instanceha_engine::openstack::OpenStack;
-use instanceha_engine::openstack::credentials::{AuthSettings, Secret};
-use instanceha_engine::openstack::retry::RetryPolicy;
 use instanceha_engine::recovery::Engine;
 use instanceha_proto::v1 as pb;
+use openstack_client::OpenStack;
+use openstack_client::credentials::{AuthSettings, Secret};
+use openstack_client::retry::RetryPolicy;
 use openstack_sim::scenario::{HostSpec, InstanceGroupSpec};
 use openstack_sim::{Scenario, Sim};
 use pb::host_service_client::HostServiceClient;

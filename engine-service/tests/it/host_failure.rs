@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use instanceha_engine::openstack::OpenStack;
-use instanceha_engine::openstack::nova::ServiceUpdate;
 use instanceha_proto::v1 as pb;
+use openstack_client::OpenStack;
+use openstack_client::nova::ServiceUpdate;
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceGroupSpec, InstanceSpec};
 
@@ -274,9 +274,9 @@ async fn selection_takes_all_when_asked_and_skips_error_instances_when_asked() {
     assert_eq!(names, ["ha", "plain"]);
     assert_eq!(cloud.server("broken").host.as_deref(), Some("compute-01"));
     assert!(
-        n.progress_events
-            .iter()
-            .any(|p| p.state == "skipped" && p.message.contains("broken")),
+        n.progress_events.iter().any(|p| {
+            p.state == pb::ProgressState::Skipped as i32 && p.message.contains("broken")
+        }),
         "the skip is reported"
     );
 }

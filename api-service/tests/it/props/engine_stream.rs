@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use instanceha_api::domain::{
-    InstanceResult, NewNotification, NotificationId, NotificationType, PlannedVMove, ProgressState,
-    RunEvent, SequencedEvent, VMoveType,
+    InstanceResult, NewNotification, NotificationId, NotificationType, PlannedInstance,
+    ProgressState, RunEvent, SequencedEvent, VMoveType,
 };
 use instanceha_api::status::{
     NotificationStatus, RunEnd, RunOutcome, VMoveStatus, VMoveView, resolve_final_status,
@@ -286,7 +286,7 @@ fn domain(sequence: u64, event: &Ev) -> SequencedEvent {
         Ev::Plan(instances) => RunEvent::Plan(
             instances
                 .into_iter()
-                .map(|i| PlannedVMove {
+                .map(|i| PlannedInstance {
                     instance_name: format!("vm-{i}"),
                     instance_id: i,
                     source_host: "compute-01".to_owned(),
@@ -638,9 +638,9 @@ fn malformed(event: &Ev, wire: Wire) -> bool {
 }
 
 /// The event on the wire.
-fn message(run_id: &str, sequence: u64, event: &Ev, wire: Wire) -> epb::RecoverEvent {
+fn message(run_id: &str, sequence: u64, event: &Ev, wire: Wire) -> epb::RunEvent {
     use Wire::*;
-    use epb::recover_event::Body;
+    use epb::run_event::Body;
     let id = |i: &str| match wire {
         EmptyId => String::new(),
         LongId => "i".repeat(256),
@@ -704,9 +704,9 @@ fn message(run_id: &str, sequence: u64, event: &Ev, wire: Wire) -> epb::RecoverE
         Ev::Progress(instance) => Body::Progress(epb::Progress {
             task: long("disable_compute_service"),
             state: if wire == UnknownEnum {
-                "bogus".to_owned()
+                99
             } else {
-                "info".to_owned()
+                pb::ProgressState::Info as i32
             },
             message: text("progress"),
             time,
@@ -741,7 +741,7 @@ fn message(run_id: &str, sequence: u64, event: &Ev, wire: Wire) -> epb::RecoverE
             })
         }
     };
-    epb::RecoverEvent {
+    epb::RunEvent {
         sequence: if wire == ZeroSequence { 0 } else { sequence },
         run_id: if wire == WrongRun {
             "another-run".to_owned()
@@ -777,7 +777,7 @@ struct ScriptedEngine {
 
 #[tonic::async_trait]
 impl epb::engine_server::Engine for ScriptedEngine {
-    type RecoverStream = ReceiverStream<Result<epb::RecoverEvent, Status>>;
+    type RecoverStream = ReceiverStream<Result<epb::RunEvent, Status>>;
 
     async fn recover(
         &self,
@@ -796,7 +796,7 @@ impl epb::engine_server::Engine for ScriptedEngine {
             let mut seen = Seen::default();
             let run_id = match inbound.message().await {
                 Ok(Some(epb::RecoverRequest {
-                    body: Some(epb::recover_request::Body::Start(start)),
+                    body: Some(epb::recover_request::Body::StartRun(start)),
                 })) => start.run_id,
                 other => panic!("the API did not start with Start: {other:?}"),
             };

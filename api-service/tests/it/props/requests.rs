@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use instanceha_api::domain::{NotificationId, PlannedVMove, RunEvent, SequencedEvent, VMoveType};
+use instanceha_api::domain::{
+    NotificationId, PlannedInstance, RunEvent, SequencedEvent, VMoveType,
+};
 use instanceha_api::grpc::{Rpc, decode_request};
 use instanceha_proto::v1 as pb;
 use proptest::prelude::*;
@@ -729,7 +731,7 @@ async fn fixture(app: &mut TestApp) -> Known {
         .unwrap()
         .expect("claimable");
     let at = chrono::Utc::now();
-    let planned = |i: &str| PlannedVMove {
+    let planned = |i: &str| PlannedInstance {
         instance_id: i.to_owned(),
         instance_name: format!("vm-{i}"),
         source_host: "compute-01".to_owned(),
