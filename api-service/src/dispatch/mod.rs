@@ -594,7 +594,7 @@ impl Dispatcher {
                 .apply_run_events(id, run_id, events, self.settings.lease)
                 .await
             {
-                Err(store::Error::Database(e)) if tries < 5 => {
+                Err(e) if e.is_transient() && tries < 5 => {
                     tracing::warn!(error = %e, tries, "cannot persist events yet; retrying");
                     tokio::time::sleep(delay).await;
                     delay *= 2;

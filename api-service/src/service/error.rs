@@ -47,8 +47,8 @@ impl From<store::Error> for Error {
             }
             store::Error::Illegal(illegal) => Self::FailedPrecondition(illegal.to_string()),
             store::Error::Connect { .. } => Self::Unavailable(err.to_string()),
-            store::Error::Database(ref db) if is_unavailable(db) => {
-                tracing::warn!(error = %db, "database unavailable");
+            store::Error::Unavailable(ref reason) | store::Error::Contention(ref reason) => {
+                tracing::warn!(error = %reason, "database unavailable");
                 Self::Unavailable("the database is not answering; retry later".to_owned())
             }
             store::Error::Corrupt { .. } | store::Error::Migrate(_) | store::Error::Database(_) => {
@@ -56,11 +56,4 @@ impl From<store::Error> for Error {
             }
         }
     }
-}
-
-fn is_unavailable(err: &sea_orm::DbErr) -> bool {
-    matches!(
-        err,
-        sea_orm::DbErr::Conn(_) | sea_orm::DbErr::ConnectionAcquire(_)
-    )
 }

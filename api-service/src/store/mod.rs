@@ -25,7 +25,8 @@ use sea_orm::{
 pub use dispatch::{Applied, Due, Resolved};
 pub use notifications::{Intake, IntakeContext, IntakeDecision, Unfinished};
 
-/// Errors of the store.
+/// Errors of the store, classified here: no database driver type leaves
+/// this module.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{kind} {id} not found")]
@@ -49,12 +50,33 @@ pub enum Error {
         column: &'static str,
         value: String,
     },
-    #[error("cannot open the database at {url}: {source}")]
-    Connect { url: String, source: DbErr },
+    /// The database does not answer (no connection, or none free in time).
+    #[error("the database does not answer: {0}")]
+    Unavailable(String),
+    /// The database aborted the transaction to break a deadlock or a
+    /// serialization conflict (SQLSTATE 40001, PostgreSQL's 40P01), or
+    /// SQLite stayed busy: trying again may succeed.
+    #[error("the database aborted the change: {0}")]
+    Contention(String),
+    #[error("cannot open the database at {url}: {reason}")]
+    Connect { url: String, reason: String },
     #[error("cannot migrate the database: {0}")]
-    Migrate(DbErr),
+    Migrate(String),
+    /// Anything else the database reported.
     #[error("database error: {0}")]
-    Database(#[from] DbErr),
+    Database(String),
+}
+
+impl From<DbErr> for Error {
+    fn from(err: DbErr) -> Self {
+        if matches!(err, DbErr::Conn(_) | DbErr::ConnectionAcquire(_)) {
+            return Self::Unavailable(err.to_string());
+        }
+        if aborted_by_database(&err) || sqlite_busy(&err) {
+            return Self::Contention(err.to_string());
+        }
+        Self::Database(err.to_string())
+    }
 }
 
 impl Error {
@@ -70,28 +92,37 @@ impl Error {
     fn unique(err: DbErr, what: impl FnOnce() -> String) -> Self {
         match err.sql_err() {
             Some(SqlErr::UniqueConstraintViolation(_)) => Self::Conflict(what()),
-            _ => Self::Database(err),
+            _ => Self::from(err),
         }
     }
 
     /// Whether the change lost to a concurrent one and may succeed if
     /// tried again: a unique violation, or a transaction the database
-    /// aborted to break a deadlock or a serialization conflict (SQLSTATE
-    /// 40001 on PostgreSQL and MySQL, 40P01 on PostgreSQL).
+    /// aborted.
     pub fn is_contention(&self) -> bool {
-        match self {
-            Self::Conflict(_) => true,
-            Self::Database(
-                DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e))
-                | DbErr::Query(sea_orm::RuntimeErr::SqlxError(e)),
-            ) => match &**e {
-                sea_orm::sqlx::Error::Database(db) => {
-                    matches!(db.code().as_deref(), Some("40001" | "40P01"))
-                }
-                _ => false,
-            },
-            _ => false,
+        matches!(self, Self::Conflict(_) | Self::Contention(_))
+    }
+
+    /// Whether the database failed for a passing reason: it did not answer,
+    /// or it aborted the change. Trying again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::Contention(_))
+    }
+}
+
+/// SQLSTATE 40001 (serialization failure; MySQL's deadlock too) or
+/// PostgreSQL's 40P01 (deadlock detected).
+fn aborted_by_database(err: &DbErr) -> bool {
+    let (DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e))
+    | DbErr::Query(sea_orm::RuntimeErr::SqlxError(e))) = err
+    else {
+        return false;
+    };
+    match &**e {
+        sea_orm::sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("40001" | "40P01"))
         }
+        _ => false,
     }
 }
 
@@ -153,19 +184,28 @@ impl Store {
         let mut pause = Duration::from_millis(10);
         loop {
             match Self::open_once(options).await {
-                Err(Error::Connect { source, .. } | Error::Migrate(source))
+                Ok(store) => return Ok(store),
+                Err(OpenFailure::Connect(source) | OpenFailure::Migrate(source))
                     if sqlite_busy(&source) && tokio::time::Instant::now() + pause < deadline =>
                 {
                     tracing::debug!(error = %source, "sqlite file busy at open, retrying");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
-                opened => return opened,
+                Err(OpenFailure::Connect(source)) => {
+                    return Err(Error::Connect {
+                        url: redact_url(&options.url),
+                        reason: source.to_string(),
+                    });
+                }
+                Err(OpenFailure::Migrate(source)) => {
+                    return Err(Error::Migrate(source.to_string()));
+                }
             }
         }
     }
 
-    async fn open_once(options: &DatabaseSettings) -> Result<Self> {
+    async fn open_once(options: &DatabaseSettings) -> Result<Self, OpenFailure> {
         let mut connect = ConnectOptions::new(options.url.clone());
         connect
             .connect_timeout(options.connect_timeout)
@@ -187,10 +227,7 @@ impl Store {
         }
         let db = Database::connect(connect)
             .await
-            .map_err(|source| Error::Connect {
-                url: redact_url(&options.url),
-                source,
-            })?;
+            .map_err(OpenFailure::Connect)?;
         migrate(&db, options).await?;
         let pool_size = if options.url.starts_with("sqlite:") {
             1
@@ -211,11 +248,11 @@ impl Store {
 
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<()> {
-        self.db.ping().await.map_err(Error::Database)
+        Ok(self.db.ping().await?)
     }
 
     pub async fn close(self) -> Result<()> {
-        self.db.close().await.map_err(Error::Database)
+        Ok(self.db.close().await?)
     }
 
     /// A transaction for a read-check-write sequence: `BEGIN IMMEDIATE` on
@@ -236,6 +273,12 @@ impl Store {
         };
         Ok(self.db.begin_with_options(options).await?)
     }
+}
+
+/// Why opening the database failed, before it is classified.
+enum OpenFailure {
+    Connect(DbErr),
+    Migrate(DbErr),
 }
 
 /// Whether `err` is SQLite's "database is busy" or "database is locked"
@@ -265,7 +308,7 @@ fn sqlite_busy(err: &DbErr) -> bool {
 /// together on PostgreSQL or MySQL take a database lock on one dedicated
 /// connection around the migrations, so they do not race to create the
 /// same tables; on SQLite, processes sharing the file take its write lock.
-async fn migrate(db: &DatabaseConnection, options: &DatabaseSettings) -> Result<()> {
+async fn migrate(db: &DatabaseConnection, options: &DatabaseSettings) -> Result<(), OpenFailure> {
     let (lock, unlock) = match db.get_database_backend() {
         DbBackend::Postgres => (
             format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"),
@@ -284,11 +327,11 @@ async fn migrate(db: &DatabaseConnection, options: &DatabaseSettings) -> Result<
                     sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
                 })
                 .await
-                .map_err(Error::Migrate)?;
+                .map_err(OpenFailure::Migrate)?;
             instanceha_migrations::Migrator::up(&txn, None)
                 .await
-                .map_err(Error::Migrate)?;
-            return txn.commit().await.map_err(Error::Migrate);
+                .map_err(OpenFailure::Migrate)?;
+            return txn.commit().await.map_err(OpenFailure::Migrate);
         }
     };
     // A session-level lock needs one session: a pool of one connection.
@@ -300,21 +343,18 @@ async fn migrate(db: &DatabaseConnection, options: &DatabaseSettings) -> Result<
         .sqlx_logging(false);
     let session = Database::connect(connect)
         .await
-        .map_err(|source| Error::Connect {
-            url: redact_url(&options.url),
-            source,
-        })?;
+        .map_err(OpenFailure::Connect)?;
     session
         .execute_unprepared(&lock)
         .await
-        .map_err(Error::Migrate)?;
+        .map_err(OpenFailure::Migrate)?;
     let migrated = instanceha_migrations::Migrator::up(&session, None)
         .await
-        .map_err(Error::Migrate);
+        .map_err(OpenFailure::Migrate);
     let released = session.execute_unprepared(&unlock).await;
     let _ = session.close().await;
     migrated?;
-    released.map_err(Error::Migrate)?;
+    released.map_err(OpenFailure::Migrate)?;
     Ok(())
 }
 

@@ -423,9 +423,7 @@ impl Store {
 
         let read_back = |uuid: &str| {
             stored.get(uuid).cloned().ok_or_else(|| {
-                Error::Database(sea_orm::DbErr::RecordNotFound(format!(
-                    "notification {uuid} just inserted"
-                )))
+                Error::Database(format!("notification {uuid} just inserted is not there"))
             })
         };
         slots
