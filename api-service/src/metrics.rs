@@ -66,7 +66,7 @@ fn instruments() -> &'static Instruments {
 
 /// Records a notification that has just reached a final status.
 pub fn notification_resolved(notification: &Notification) {
-    if !notification.status.is_terminal() {
+    if !notification.status().is_terminal() {
         return;
     }
     let i = instruments();
@@ -74,7 +74,7 @@ pub fn notification_resolved(notification: &Notification) {
         1,
         &[
             KeyValue::new("type", notification.notification_type.as_str()),
-            KeyValue::new("status", notification.status.as_str()),
+            KeyValue::new("status", notification.status().as_str()),
         ],
     );
     let seconds = (notification.updated_at - notification.created_at)
@@ -101,7 +101,7 @@ pub fn vmove_resolved(vmove: &VMove) {
         KeyValue::new("status", vmove.status().as_str()),
     ];
     i.vmoves.add(1, &labels);
-    if let (Some(start), Some(end)) = (vmove.record.start_time, vmove.record.end_time) {
+    if let (Some(start), Some(end)) = (vmove.record.start_time(), vmove.record.end_time()) {
         let seconds = (end - start).to_std().unwrap_or_default().as_secs_f64();
         i.vmove_duration.record(seconds, &labels);
     }

@@ -13,6 +13,8 @@
 //! * when a run ends with unresolved vmoves, they are retried while attempts
 //!   remain, otherwise failed with a message saying why.
 
+pub mod ledger;
+
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -64,6 +66,17 @@ impl NotificationStatus {
         Self::ALL.into_iter().find(|status| status.as_str() == s)
     }
 
+    /// The statuses that count as unfinished.
+    pub const UNFINISHED: [NotificationStatus; 3] = [Self::New, Self::Running, Self::Error];
+
+    /// The status a report is stored with, as the intake rules decided.
+    pub fn at_intake(verdict: &IntakeVerdict) -> Self {
+        match verdict {
+            IntakeVerdict::Accept => Self::New,
+            IntakeVerdict::Ignore { .. } => Self::Ignored,
+        }
+    }
+
     /// The status after `event`, or why the transition is illegal.
     pub fn on(self, event: NotificationEvent) -> Result<Self, IllegalTransition> {
         use NotificationEvent as E;
@@ -86,6 +99,26 @@ impl NotificationStatus {
 impl fmt::Display for NotificationStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// What the intake rules decided about a report they let in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IntakeVerdict {
+    /// Stored to be recovered.
+    Accept,
+    /// Stored, but nothing is to be done (for example: its segment is
+    /// disabled); the reason becomes its message.
+    Ignore { reason: String },
+}
+
+impl IntakeVerdict {
+    /// The message the notification is stored with.
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            Self::Accept => None,
+            Self::Ignore { reason } => Some(reason),
+        }
     }
 }
 
@@ -166,6 +199,9 @@ impl VMoveStatus {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|status| status.as_str() == s)
     }
+
+    /// The statuses of an instance still without a result.
+    pub const UNRESOLVED: [VMoveStatus; 2] = [Self::Pending, Self::Ongoing];
 }
 
 impl fmt::Display for VMoveStatus {
@@ -180,14 +216,25 @@ pub enum VMoveEvent {
     /// The engine started working on the instance.
     Start { at: DateTime<Utc> },
     /// The instance is running (or stopped, as before) on `dest_host`.
+    /// `started` is when the engine began, should its start have gone
+    /// unrecorded.
     Succeed {
         at: DateTime<Utc>,
+        started: Option<DateTime<Utc>>,
         dest_host: Option<String>,
     },
     /// The instance could not be recovered.
-    Fail { at: DateTime<Utc>, message: String },
+    Fail {
+        at: DateTime<Utc>,
+        started: Option<DateTime<Utc>>,
+        message: String,
+    },
     /// The instance needs no recovery.
-    Ignore { at: DateTime<Utc>, message: String },
+    Ignore {
+        at: DateTime<Utc>,
+        started: Option<DateTime<Utc>>,
+        message: String,
+    },
     /// A new run will recover the instance again.
     Retry,
 }
@@ -205,16 +252,17 @@ impl VMoveEvent {
 }
 
 /// The status-bearing part of a vmove: its status and the fields that must
-/// change together with it.
+/// change together with it. Private fields: [`VMoveRecord::apply`] is the
+/// only way to change them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VMoveRecord {
-    pub status: VMoveStatus,
-    pub start_time: Option<DateTime<Utc>>,
-    pub end_time: Option<DateTime<Utc>>,
-    pub message: Option<String>,
-    pub dest_host: Option<String>,
+    status: VMoveStatus,
+    start_time: Option<DateTime<Utc>>,
+    end_time: Option<DateTime<Utc>>,
+    message: Option<String>,
+    dest_host: Option<String>,
     /// Runs that have recovered (or tried to recover) this instance.
-    pub attempts: u32,
+    attempts: u32,
 }
 
 impl VMoveRecord {
@@ -228,6 +276,49 @@ impl VMoveRecord {
             dest_host: None,
             attempts: 1,
         }
+    }
+
+    /// A record as it was persisted (the store reads it back).
+    pub fn restore(
+        status: VMoveStatus,
+        start_time: Option<DateTime<Utc>>,
+        end_time: Option<DateTime<Utc>>,
+        message: Option<String>,
+        dest_host: Option<String>,
+        attempts: u32,
+    ) -> Self {
+        Self {
+            status,
+            start_time,
+            end_time,
+            message,
+            dest_host,
+            attempts,
+        }
+    }
+
+    pub fn status(&self) -> VMoveStatus {
+        self.status
+    }
+
+    pub fn start_time(&self) -> Option<DateTime<Utc>> {
+        self.start_time
+    }
+
+    pub fn end_time(&self) -> Option<DateTime<Utc>> {
+        self.end_time
+    }
+
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    pub fn dest_host(&self) -> Option<&str> {
+        self.dest_host.as_deref()
+    }
+
+    pub fn attempts(&self) -> u32 {
+        self.attempts
     }
 
     /// Applies `event`, or rejects it and leaves the record unchanged.
@@ -244,21 +335,45 @@ impl VMoveRecord {
                 self.end_time = None;
                 self.message = None;
             }
-            (S::Ongoing, VMoveEvent::Succeed { at, dest_host }) => {
+            (
+                S::Ongoing,
+                VMoveEvent::Succeed {
+                    at,
+                    started,
+                    dest_host,
+                },
+            ) => {
                 self.status = S::Succeeded;
+                self.start_time = self.start_time.or(started);
                 self.end_time = Some(at);
                 self.message = None;
                 if dest_host.is_some() {
                     self.dest_host = dest_host;
                 }
             }
-            (S::Pending | S::Ongoing, VMoveEvent::Fail { at, message }) => {
+            (
+                S::Pending | S::Ongoing,
+                VMoveEvent::Fail {
+                    at,
+                    started,
+                    message,
+                },
+            ) => {
                 self.status = S::Failed;
+                self.start_time = self.start_time.or(started);
                 self.end_time = Some(at);
                 self.message = Some(non_empty(message, "failed without a reason"));
             }
-            (S::Pending | S::Ongoing, VMoveEvent::Ignore { at, message }) => {
+            (
+                S::Pending | S::Ongoing,
+                VMoveEvent::Ignore {
+                    at,
+                    started,
+                    message,
+                },
+            ) => {
                 self.status = S::Ignored;
+                self.start_time = self.start_time.or(started);
                 self.end_time = Some(at);
                 self.message = Some(non_empty(message, "ignored"));
             }

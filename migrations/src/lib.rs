@@ -4,6 +4,7 @@
 use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_initial;
+mod m20261202_000001_runs;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -11,7 +12,10 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261129_000001_initial::Migration)]
+        vec![
+            Box::new(m20261129_000001_initial::Migration),
+            Box::new(m20261202_000001_runs::Migration),
+        ]
     }
 }
 

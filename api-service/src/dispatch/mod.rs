@@ -245,9 +245,9 @@ impl Dispatcher {
                 change = feed.recv() => match change {
                     Ok(change) => {
                         if let Change::Notification(n) = change.as_ref()
-                            && n.status == NotificationStatus::New
+                            && n.status() == NotificationStatus::New
                         {
-                            self.spawn(Due { id: n.id, status: n.status, run_id: None });
+                            self.spawn(Due { id: n.id, status: n.status(), run_id: None });
                         }
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => self.scan().await,
@@ -623,7 +623,7 @@ impl Dispatcher {
             .await
         {
             Ok(resolved) => {
-                let status = resolved.notification.status;
+                let status = resolved.notification.status();
                 tracing::info!(notification_id = %id, %status, message = resolved.notification.message.as_deref().unwrap_or(""), "run resolved");
                 self.publish_resolved(resolved);
                 if status == NotificationStatus::Error {

@@ -15,8 +15,8 @@ mod vmove;
 pub use host::{Host, HostFilter, HostUpdate, NewHost};
 pub use ids::{HostId, NotificationId, SegmentId, VMoveId};
 pub use notification::{
-    NewNotification, Notification, NotificationFilter, NotificationType, ProgressEvent,
-    ProgressState,
+    NewNotification, Notification, NotificationFields, NotificationFilter, NotificationType,
+    ProgressEvent, ProgressState,
 };
 pub use page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, PageRequest, PageToken};
 pub use payload::{ComputeHostPayload, HostEvent, NotificationPayload, ProcessPayload, VmPayload};

@@ -56,12 +56,71 @@ pub struct Notification {
     pub segment_id: SegmentId,
     pub generated_time: DateTime<Utc>,
     pub payload: BTreeMap<String, String>,
-    pub status: NotificationStatus,
+    /// Private: only the status rules change it (in the store, through
+    /// `NotificationStatus::on`); everything else reads it.
+    status: NotificationStatus,
     pub message: Option<String>,
     /// Recovery runs started so far.
     pub attempts: u32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A notification as persisted, without its status: what
+/// [`Notification::restore`] puts together with the status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotificationFields {
+    pub id: NotificationId,
+    pub row_id: i64,
+    pub notification_type: NotificationType,
+    pub hostname: String,
+    pub source_host_id: HostId,
+    pub segment_id: SegmentId,
+    pub generated_time: DateTime<Utc>,
+    pub payload: BTreeMap<String, String>,
+    pub message: Option<String>,
+    pub attempts: u32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Notification {
+    /// A notification read back from the store with the status it holds.
+    pub fn restore(fields: NotificationFields, status: NotificationStatus) -> Self {
+        let NotificationFields {
+            id,
+            row_id,
+            notification_type,
+            hostname,
+            source_host_id,
+            segment_id,
+            generated_time,
+            payload,
+            message,
+            attempts,
+            created_at,
+            updated_at,
+        } = fields;
+        Self {
+            id,
+            row_id,
+            notification_type,
+            hostname,
+            source_host_id,
+            segment_id,
+            generated_time,
+            payload,
+            status,
+            message,
+            attempts,
+            created_at,
+            updated_at,
+        }
+    }
+
+    pub fn status(&self) -> NotificationStatus {
+        self.status
+    }
 }
 
 /// Longest idempotency key a client may send.

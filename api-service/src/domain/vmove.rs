@@ -66,7 +66,7 @@ pub struct VMove {
 
 impl VMove {
     pub fn status(&self) -> VMoveStatus {
-        self.record.status
+        self.record.status()
     }
 }
 

@@ -214,13 +214,14 @@ impl From<Host> for pb::Host {
 
 impl From<Notification> for pb::Notification {
     fn from(n: Notification) -> Self {
+        let status = n.status();
         Self {
             id: n.id.to_string(),
             r#type: notification_type_pb(n.notification_type) as i32,
             hostname: n.hostname,
             generated_time: timestamp(n.generated_time),
             payload: n.payload.into_iter().collect(),
-            status: notification_status_pb(n.status) as i32,
+            status: notification_status_pb(status) as i32,
             source_host_id: n.source_host_id.to_string(),
             segment_id: n.segment_id.to_string(),
             message: n.message.unwrap_or_default(),
@@ -263,13 +264,13 @@ impl From<VMove> for pb::Vmove {
             instance_id: v.instance_id,
             instance_name: v.instance_name,
             source_host: v.source_host,
-            dest_host: v.record.dest_host.unwrap_or_default(),
+            dest_host: v.record.dest_host().unwrap_or_default().to_owned(),
             r#type: vmove_type_pb(v.vmove_type) as i32,
-            status: vmove_status_pb(v.record.status) as i32,
-            start_time: optional_timestamp(v.record.start_time),
-            end_time: optional_timestamp(v.record.end_time),
-            message: v.record.message.unwrap_or_default(),
-            attempts: v.record.attempts,
+            status: vmove_status_pb(v.record.status()) as i32,
+            start_time: optional_timestamp(v.record.start_time()),
+            end_time: optional_timestamp(v.record.end_time()),
+            message: v.record.message().unwrap_or_default().to_owned(),
+            attempts: v.record.attempts(),
             step: v.step.unwrap_or_default(),
             created_at: timestamp(v.created_at),
             updated_at: timestamp(v.updated_at),

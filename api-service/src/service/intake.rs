@@ -170,7 +170,7 @@ impl Writer {
                         notification_id = %notification.id,
                         hostname = %notification.hostname,
                         notification_type = %notification.notification_type,
-                        status = %notification.status,
+                        status = %notification.status(),
                         "notification created"
                     );
                     crate::metrics::notification_resolved(&notification);

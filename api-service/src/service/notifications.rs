@@ -9,8 +9,8 @@ use crate::domain::{
     InvalidField, NewNotification, Notification, NotificationFilter, NotificationId,
     NotificationPayload, Page, PageRequest, ProgressEvent,
 };
-use crate::status::NotificationStatus;
-use crate::store::{IntakeContext, IntakeDecision};
+use crate::status::IntakeVerdict;
+use crate::store::IntakeContext;
 
 /// The intake rules, given what the store read in the intake transaction:
 ///
@@ -24,7 +24,7 @@ pub fn decide_intake(
     context: IntakeContext<'_>,
     payload: &NotificationPayload,
     window_secs: u64,
-) -> Result<IntakeDecision, Error> {
+) -> Result<IntakeVerdict, Error> {
     let new = context.new;
     let (Some(host), Some(segment)) = (context.host, context.segment) else {
         return Err(Error::invalid(
@@ -38,7 +38,8 @@ pub fn decide_intake(
     if let Some(earlier) = context.duplicates.first() {
         return Err(Error::AlreadyExists(format!(
             "duplicate of notification {} ({}): same type, host and payload generated within {window_secs} s",
-            earlier.id, earlier.status
+            earlier.id,
+            earlier.status()
         )));
     }
     if host.on_maintenance && !payload.is_started_event() {
@@ -48,18 +49,14 @@ pub fn decide_intake(
         )));
     }
     if !segment.enabled {
-        return Ok(IntakeDecision {
-            status: NotificationStatus::Ignored,
-            message: Some(format!(
+        return Ok(IntakeVerdict::Ignore {
+            reason: format!(
                 "failover segment {} ({}) is disabled; no recovery",
                 segment.name, segment.id
-            )),
+            ),
         });
     }
-    Ok(IntakeDecision {
-        status: NotificationStatus::New,
-        message: None,
-    })
+    Ok(IntakeVerdict::Accept)
 }
 
 /// A report's `generated_time` must be a time a monitor can have seen:

@@ -134,7 +134,7 @@ impl Seen {
                 vmoves,
             } => {
                 self.notification = Some(notification.updated_at);
-                self.terminal = notification.status.is_terminal();
+                self.terminal = notification.status().is_terminal();
                 for v in vmoves {
                     self.vmoves.insert(v.id, v.updated_at);
                 }
@@ -146,7 +146,7 @@ impl Seen {
                     return false;
                 }
                 self.notification = Some(n.updated_at);
-                self.terminal = n.status.is_terminal();
+                self.terminal = n.status().is_terminal();
                 true
             }
             WatchUpdate::VMove(v) => {

@@ -61,14 +61,17 @@ fn vmove_events() -> Vec<VMoveEvent> {
     vec![
         VMoveEvent::Start { at: at(1) },
         VMoveEvent::Succeed {
+            started: None,
             at: at(2),
             dest_host: Some("compute-02".into()),
         },
         VMoveEvent::Fail {
+            started: None,
             at: at(3),
             message: "evacuate: nova answered 503".into(),
         },
         VMoveEvent::Ignore {
+            started: None,
             at: at(4),
             message: "instance is paused".into(),
         },
@@ -129,6 +132,7 @@ fn vmove_failure_always_has_end_time_and_message() {
     let mut rec = VMoveRecord::planned();
     rec.apply(VMoveEvent::Start { at: at(1) }).unwrap();
     rec.apply(VMoveEvent::Fail {
+        started: None,
         at: at(5),
         message: "  ".into(),
     })
@@ -147,6 +151,7 @@ fn retry_counts_attempts_and_clears_the_previous_try() {
     assert_eq!(rec.start_time, None);
     rec.apply(VMoveEvent::Start { at: at(7) }).unwrap();
     rec.apply(VMoveEvent::Succeed {
+        started: None,
         at: at(9),
         dest_host: Some("c2".into()),
     })
@@ -376,6 +381,7 @@ fn apply_engine_event(records: &mut [VMoveRecord], event: &EngineEvent, t: i64) 
         EngineEvent::Succeed(i) => (
             *i,
             VMoveEvent::Succeed {
+                started: None,
                 at: at(t),
                 dest_host: Some("c2".into()),
             },
@@ -383,6 +389,7 @@ fn apply_engine_event(records: &mut [VMoveRecord], event: &EngineEvent, t: i64) 
         EngineEvent::Fail(i) => (
             *i,
             VMoveEvent::Fail {
+                started: None,
                 at: at(t),
                 message: "lock: 503".into(),
             },
@@ -390,6 +397,7 @@ fn apply_engine_event(records: &mut [VMoveRecord], event: &EngineEvent, t: i64) 
         EngineEvent::Ignore(i) => (
             *i,
             VMoveEvent::Ignore {
+                started: None,
                 at: at(t),
                 message: "paused".into(),
             },
@@ -435,7 +443,7 @@ proptest! {
                 Resolution::Failed { fail, .. } => {
                     for (id, message) in fail {
                         records[*id]
-                            .apply(VMoveEvent::Fail { at: at(t), message: message.clone() })
+                            .apply(VMoveEvent::Fail { started: None, at: at(t), message: message.clone() })
                             .expect("only unresolved vmoves are failed");
                     }
                 }

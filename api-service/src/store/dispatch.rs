@@ -15,13 +15,14 @@ use sea_orm::{
 };
 
 use super::entity::{host, notification, progress_event, vmove};
-use super::notifications::{UNFINISHED, to_notification};
-use super::vmoves::to_vmove;
-use super::{Error, Result, Store, now};
+use super::notifications::{to_notification, unfinished};
+use super::vmoves::{to_record, to_vmove};
+use super::{Error, Result, Store, now, parse_enum};
 use crate::domain::{
-    InstanceRef, InstanceResult, Notification, NotificationId, ProgressEvent, ProgressState,
-    RunClaim, RunEvent, SequencedEvent, VMove, VMoveId,
+    InstanceRef, Notification, NotificationId, ProgressEvent, RunClaim, SequencedEvent, VMove,
+    VMoveId, VMoveType,
 };
+use crate::status::ledger::{LedgerVMove, RunLedger, Step};
 use crate::status::{
     NotificationEvent, NotificationStatus, Resolution, RunEnd, RunOutcome, VMoveEvent, VMoveRecord,
     VMoveStatus, VMoveView, resolve_final_status,
@@ -56,10 +57,6 @@ pub struct Resolved {
     pub vmoves: Vec<VMove>,
 }
 
-fn rejected(message: impl Into<String>) -> Error {
-    Error::Rejected(message.into())
-}
-
 async fn locked_notification(
     txn: &DatabaseTransaction,
     id: NotificationId,
@@ -74,7 +71,7 @@ async fn locked_notification(
 
 /// The row, if it is running run `run_id`.
 fn check_run(row: &notification::Model, run_id: &str) -> Result<()> {
-    if row.status != NotificationStatus::Running.as_str() || row.run_id.as_deref() != Some(run_id) {
+    if status_of(row)? != NotificationStatus::Running || row.run_id.as_deref() != Some(run_id) {
         return Err(Error::Stale(format!(
             "notification {} is {} with run {}, not running run {run_id}",
             row.uuid,
@@ -85,32 +82,62 @@ fn check_run(row: &notification::Model, run_id: &str) -> Result<()> {
     Ok(())
 }
 
+fn status_of(row: &notification::Model) -> Result<NotificationStatus> {
+    parse_enum(
+        "notifications",
+        "status",
+        &row.status,
+        NotificationStatus::parse,
+    )
+}
+
 fn plus(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
     at + chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX / 2)
 }
 
+/// Writes a vmove's record (and its step, when one is given).
 async fn save_vmove(
     txn: &DatabaseTransaction,
     row: &vmove::Model,
     record: &VMoveRecord,
-    step: Option<String>,
+    step: Option<&Step>,
 ) -> Result<vmove::Model> {
     let mut active: vmove::ActiveModel = row.clone().into();
-    active.status = Set(record.status.as_str().to_owned());
-    active.start_time = Set(record.start_time);
-    active.end_time = Set(record.end_time);
-    active.message = Set(record.message.clone());
-    active.dest_host = Set(record.dest_host.clone());
-    active.attempts = Set(record.attempts as i32);
-    if step.is_some() {
-        active.step = Set(step);
+    set_record(&mut active, record);
+    if let Some(step) = step {
+        set_step(&mut active, step);
     }
     active.updated_at = Set(now());
     Ok(active.update(txn).await?)
 }
 
-fn record_of(row: &vmove::Model) -> Result<VMoveRecord> {
-    Ok(to_vmove(row.clone())?.record)
+fn set_record(active: &mut vmove::ActiveModel, record: &VMoveRecord) {
+    active.status = Set(record.status().as_str().to_owned());
+    active.start_time = Set(record.start_time());
+    active.end_time = Set(record.end_time());
+    active.message = Set(record.message().map(str::to_owned));
+    active.dest_host = Set(record.dest_host().map(str::to_owned));
+    active.attempts = Set(record.attempts() as i32);
+}
+
+fn set_step(active: &mut vmove::ActiveModel, step: &Step) {
+    active.step = Set(Some(step.name.clone()));
+    active.step_message = Set(step.message.clone());
+    active.step_time = Set(step.at);
+}
+
+fn ledger_vmove(row: &vmove::Model) -> Result<LedgerVMove> {
+    Ok(LedgerVMove {
+        instance_name: row.instance_name.clone(),
+        source_host: row.source_host.clone(),
+        vmove_type: parse_enum("vmoves", "type", &row.r#type, VMoveType::parse)?,
+        record: to_record(row)?,
+        step: row.step.as_ref().map(|name| Step {
+            name: name.clone(),
+            message: row.step_message.clone(),
+            at: row.step_time,
+        }),
+    })
 }
 
 impl Store {
@@ -124,7 +151,7 @@ impl Store {
         lease: Duration,
     ) -> Result<Option<(Notification, RunClaim)>> {
         let current = self.notification(id).await?;
-        let Ok(to) = current.status.on(NotificationEvent::Start) else {
+        let Ok(to) = current.status().on(NotificationEvent::Start) else {
             return Ok(None);
         };
         let at = now();
@@ -152,7 +179,7 @@ impl Store {
             )
             .col_expr(notification::Column::UpdatedAt, Expr::value(at))
             .filter(notification::Column::Uuid.eq(id.to_string()))
-            .filter(notification::Column::Status.eq(current.status.as_str()))
+            .filter(notification::Column::Status.eq(current.status().as_str()))
             .filter(
                 notification::Column::NextAttemptAt
                     .is_null()
@@ -235,10 +262,7 @@ impl Store {
     pub async fn unresolved_vmoves(&self, id: NotificationId) -> Result<Vec<InstanceRef>> {
         Ok(vmove::Entity::find()
             .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
-            .filter(
-                vmove::Column::Status
-                    .is_in([VMoveStatus::Pending.as_str(), VMoveStatus::Ongoing.as_str()]),
-            )
+            .filter(vmove::Column::Status.is_in(VMoveStatus::UNRESOLVED.map(VMoveStatus::as_str)))
             .order_by_asc(vmove::Column::Id)
             .all(&self.db)
             .await?
@@ -252,10 +276,10 @@ impl Store {
     }
 
     /// Persists a batch of a run's events in one transaction, in order and
-    /// exactly once: events up to the run's persisted sequence number are
-    /// replays and skipped; a gap, an instance not in the plan, or a
-    /// transition the status rules refuse is rejected and nothing of the
-    /// batch is written.
+    /// exactly once: the run's state is loaded, the [`RunLedger`] applies
+    /// the events (replays skipped; a gap, an instance not in the plan, or
+    /// a transition the status rules refuse is [`Error::Rejected`]) and
+    /// what it decided is written; a refused batch writes nothing.
     pub async fn apply_run_events(
         &self,
         id: NotificationId,
@@ -266,33 +290,11 @@ impl Store {
         let txn = self.begin_write().await?;
         let row = locked_notification(&txn, id).await?;
         check_run(&row, run_id)?;
-        let mut sequence = u64::try_from(row.run_sequence).unwrap_or_default();
+        let sequence = u64::try_from(row.run_sequence).unwrap_or_default();
         let nid = id.to_string();
 
-        // The vmoves this batch touches.
-        let mentioned: Vec<String> = events
-            .iter()
-            .filter(|e| e.sequence > sequence)
-            .filter_map(|e| match &e.event {
-                RunEvent::InstanceStarted { instance_id, .. }
-                | RunEvent::InstanceStep { instance_id, .. }
-                | RunEvent::InstanceFinished { instance_id, .. } => Some(instance_id.clone()),
-                RunEvent::Progress { instance_id, .. } => instance_id.clone(),
-                RunEvent::Plan(planned) => planned.first().map(|p| p.instance_id.clone()),
-                _ => None,
-            })
-            .collect();
         let mut rows: HashMap<String, vmove::Model> = HashMap::new();
-        let plan_ids: Vec<String> = events
-            .iter()
-            .filter(|e| e.sequence > sequence)
-            .flat_map(|e| match &e.event {
-                RunEvent::Plan(planned) => planned.iter().map(|p| p.instance_id.clone()).collect(),
-                _ => Vec::new(),
-            })
-            .chain(mentioned)
-            .collect();
-        for chunk in plan_ids.chunks(INSERT_CHUNK) {
+        for chunk in RunLedger::mentioned(events, sequence).chunks(INSERT_CHUNK) {
             for row in vmove::Entity::find()
                 .filter(vmove::Column::NotificationUuid.eq(nid.as_str()))
                 .filter(vmove::Column::InstanceUuid.is_in(chunk.iter().cloned()))
@@ -302,7 +304,7 @@ impl Store {
                 rows.insert(row.instance_uuid.clone(), row);
             }
         }
-        let mut progress_sequence: i64 = progress_event::Entity::find()
+        let progress_sequence: i64 = progress_event::Entity::find()
             .select_only()
             .column_as(progress_event::Column::Sequence.max(), "max")
             .filter(progress_event::Column::NotificationUuid.eq(nid.as_str()))
@@ -311,254 +313,124 @@ impl Store {
             .await?
             .flatten()
             .unwrap_or(0);
+        let known = rows
+            .iter()
+            .map(|(instance, row)| Ok((instance.clone(), ledger_vmove(row)?)))
+            .collect::<Result<HashMap<_, _>>>()?;
+        let mut ledger = RunLedger::new(
+            run_id,
+            sequence,
+            u64::try_from(progress_sequence).unwrap_or_default(),
+            known,
+        );
+        let decided = ledger
+            .apply_batch(events)
+            .map_err(|rejected| Error::Rejected(rejected.0))?;
 
-        let mut applied = Applied::default();
-        let mut changed: HashMap<String, vmove::Model> = HashMap::new();
-        let mut new_progress: Vec<progress_event::ActiveModel> = Vec::new();
-        let mut add_progress = |task: &str,
-                                state: ProgressState,
-                                message: String,
-                                at,
-                                instance: Option<String>,
-                                out: &mut Vec<ProgressEvent>| {
-            progress_sequence += 1;
-            out.push(ProgressEvent {
-                sequence: progress_sequence as u64,
-                task: task.to_owned(),
-                state,
-                message: message.clone(),
-                time: at,
-                instance_id: instance.clone(),
-            });
-            new_progress.push(progress_event::ActiveModel {
-                notification_uuid: Set(nid.clone()),
-                sequence: Set(progress_sequence),
-                task: Set(task.to_owned()),
-                state: Set(state.as_str().to_owned()),
-                message: Set(message),
-                instance_uuid: Set(instance),
-                time: Set(at),
-                ..Default::default()
-            });
-        };
-
-        for event in events {
-            if event.sequence <= sequence {
-                continue; // a replay: already persisted
-            }
-            if event.sequence != sequence + 1 {
-                return Err(rejected(format!(
-                    "event {} of run {run_id} arrived after event {sequence}: events must come in order",
-                    event.sequence
-                )));
-            }
-            sequence = event.sequence;
-            match &event.event {
-                RunEvent::Plan(planned) => {
-                    let at = now();
-                    let mut inserts = Vec::new();
-                    for p in planned {
-                        if rows.contains_key(&p.instance_id)
-                            || inserts.iter().any(|i: &vmove::ActiveModel| {
-                                i.instance_uuid.as_ref() == &p.instance_id
-                            })
-                        {
-                            continue; // planned by an earlier run
-                        }
-                        inserts.push(vmove::ActiveModel {
-                            uuid: Set(VMoveId::new().to_string()),
-                            notification_uuid: Set(nid.clone()),
-                            instance_uuid: Set(p.instance_id.clone()),
-                            instance_name: Set(p.instance_name.clone()),
-                            source_host: Set(p.source_host.clone()),
-                            dest_host: Set(None),
-                            r#type: Set(p.vmove_type.as_str().to_owned()),
-                            status: Set(VMoveStatus::Pending.as_str().to_owned()),
-                            step: Set(None),
-                            start_time: Set(None),
-                            end_time: Set(None),
-                            message: Set(None),
-                            attempts: Set(1),
-                            created_at: Set(at),
-                            updated_at: Set(at),
-                            ..Default::default()
-                        });
-                    }
-                    for chunk in inserts.chunks(INSERT_CHUNK) {
-                        vmove::Entity::insert_many(chunk.to_vec())
-                            .exec(&txn)
-                            .await?;
-                    }
-                    if !inserts.is_empty() {
-                        let ids: Vec<String> = inserts
-                            .iter()
-                            .map(|i| i.instance_uuid.as_ref().clone())
-                            .collect();
-                        for chunk in ids.chunks(INSERT_CHUNK) {
-                            for row in vmove::Entity::find()
-                                .filter(vmove::Column::NotificationUuid.eq(nid.as_str()))
-                                .filter(vmove::Column::InstanceUuid.is_in(chunk.iter().cloned()))
-                                .all(&txn)
-                                .await?
-                            {
-                                changed.insert(row.instance_uuid.clone(), row.clone());
-                                rows.insert(row.instance_uuid.clone(), row);
-                            }
-                        }
-                    }
+        let at = now();
+        let mut changed: Vec<vmove::Model> = Vec::new();
+        let inserts: Vec<vmove::ActiveModel> = decided
+            .created
+            .iter()
+            .filter_map(|instance| ledger.vmove(instance).map(|v| (instance, v)))
+            .map(|(instance, v)| {
+                let mut active = vmove::ActiveModel {
+                    uuid: Set(VMoveId::new().to_string()),
+                    notification_uuid: Set(nid.clone()),
+                    instance_uuid: Set(instance.clone()),
+                    instance_name: Set(v.instance_name.clone()),
+                    source_host: Set(v.source_host.clone()),
+                    r#type: Set(v.vmove_type.as_str().to_owned()),
+                    step: Set(None),
+                    step_message: Set(None),
+                    step_time: Set(None),
+                    lock_held: Set(false),
+                    retryable: Set(false),
+                    created_at: Set(at),
+                    updated_at: Set(at),
+                    ..Default::default()
+                };
+                set_record(&mut active, &v.record);
+                if let Some(step) = &v.step {
+                    set_step(&mut active, step);
                 }
-                RunEvent::InstanceStarted { instance_id, at } => {
-                    let row = planned_row(&rows, instance_id)?;
-                    let mut record = record_of(row)?;
-                    record
-                        .apply(VMoveEvent::Start { at: *at })
-                        .map_err(|e| rejected(format!("instance {instance_id}: {e}")))?;
-                    let saved = save_vmove(&txn, row, &record, Some("started".to_owned())).await?;
-                    rows.insert(instance_id.clone(), saved.clone());
-                    changed.insert(instance_id.clone(), saved);
-                    add_progress(
-                        "recover_instance",
-                        ProgressState::Started,
-                        format!("recovery of {} started", row_name(&rows, instance_id)),
-                        *at,
-                        Some(instance_id.clone()),
-                        &mut applied.progress,
-                    );
-                }
-                RunEvent::InstanceStep {
-                    instance_id, step, ..
-                } => {
-                    let row = planned_row(&rows, instance_id)?;
-                    if row.status != VMoveStatus::Ongoing.as_str() {
-                        return Err(rejected(format!(
-                            "instance {instance_id}: a step was reported while it is {}",
-                            row.status
-                        )));
-                    }
-                    let mut active: vmove::ActiveModel = row.clone().into();
-                    active.step = Set(Some(step.clone()));
-                    active.updated_at = Set(now());
-                    let saved = active.update(&txn).await?;
-                    rows.insert(instance_id.clone(), saved.clone());
-                    changed.insert(instance_id.clone(), saved);
-                }
-                RunEvent::InstanceFinished {
-                    instance_id,
-                    result,
-                    end,
-                    ..
-                } => {
-                    let row = planned_row(&rows, instance_id)?;
-                    let mut record = record_of(row)?;
-                    let (event, state, message) = match result {
-                        InstanceResult::Succeeded { dest_host } => (
-                            VMoveEvent::Succeed {
-                                at: *end,
-                                dest_host: dest_host.clone(),
-                            },
-                            ProgressState::Succeeded,
-                            format!(
-                                "{} recovered on {}",
-                                row.instance_name,
-                                dest_host.as_deref().unwrap_or(&row.source_host)
-                            ),
-                        ),
-                        InstanceResult::Failed { message } => (
-                            VMoveEvent::Fail {
-                                at: *end,
-                                message: message.clone(),
-                            },
-                            ProgressState::Failed,
-                            format!("{} not recovered: {message}", row.instance_name),
-                        ),
-                        InstanceResult::Ignored { message } => (
-                            VMoveEvent::Ignore {
-                                at: *end,
-                                message: message.clone(),
-                            },
-                            ProgressState::Skipped,
-                            format!("{} ignored: {message}", row.instance_name),
-                        ),
-                    };
-                    record
-                        .apply(event)
-                        .map_err(|e| rejected(format!("instance {instance_id}: {e}")))?;
-                    let saved = save_vmove(&txn, row, &record, Some("done".to_owned())).await?;
-                    rows.insert(instance_id.clone(), saved.clone());
-                    changed.insert(instance_id.clone(), saved);
-                    add_progress(
-                        "recover_instance",
-                        state,
-                        message,
-                        *end,
-                        Some(instance_id.clone()),
-                        &mut applied.progress,
-                    );
-                }
-                RunEvent::Progress {
-                    task,
-                    state,
-                    message,
-                    at,
-                    instance_id,
-                } => {
-                    if let Some(instance_id) = instance_id {
-                        planned_row(&rows, instance_id)?;
-                    }
-                    add_progress(
-                        task,
-                        *state,
-                        message.clone(),
-                        *at,
-                        instance_id.clone(),
-                        &mut applied.progress,
-                    );
-                }
-                RunEvent::HostUpdate {
-                    hostname,
-                    on_maintenance,
-                    reserved,
-                } => {
-                    let mut update = host::Entity::update_many()
-                        .col_expr(host::Column::UpdatedAt, Expr::value(now()))
-                        .filter(host::Column::Name.eq(hostname.as_str()));
-                    if let Some(flag) = on_maintenance {
-                        update = update.col_expr(host::Column::OnMaintenance, Expr::value(*flag));
-                    }
-                    if let Some(flag) = reserved {
-                        update = update.col_expr(host::Column::Reserved, Expr::value(*flag));
-                    }
-                    update.exec(&txn).await?;
-                }
-                RunEvent::Done(outcome) => {
-                    applied.done = Some(outcome.clone());
-                }
-            }
+                active
+            })
+            .collect();
+        for chunk in inserts.chunks(INSERT_CHUNK) {
+            vmove::Entity::insert_many(chunk.to_vec())
+                .exec(&txn)
+                .await?;
         }
-        for chunk in new_progress.chunks(INSERT_CHUNK) {
+        for chunk in decided.created.chunks(INSERT_CHUNK) {
+            changed.extend(
+                vmove::Entity::find()
+                    .filter(vmove::Column::NotificationUuid.eq(nid.as_str()))
+                    .filter(vmove::Column::InstanceUuid.is_in(chunk.iter().cloned()))
+                    .order_by_asc(vmove::Column::Id)
+                    .all(&txn)
+                    .await?,
+            );
+        }
+        for instance in &decided.updated {
+            let (Some(row), Some(v)) = (rows.get(instance), ledger.vmove(instance)) else {
+                continue;
+            };
+            changed.push(save_vmove(&txn, row, &v.record, v.step.as_ref()).await?);
+        }
+        let progress: Vec<progress_event::ActiveModel> = decided
+            .progress
+            .iter()
+            .map(|p| progress_event::ActiveModel {
+                notification_uuid: Set(nid.clone()),
+                sequence: Set(p.sequence as i64),
+                task: Set(p.task.clone()),
+                state: Set(p.state.as_str().to_owned()),
+                message: Set(p.message.clone()),
+                instance_uuid: Set(p.instance_id.clone()),
+                time: Set(p.time),
+                ..Default::default()
+            })
+            .collect();
+        for chunk in progress.chunks(INSERT_CHUNK) {
             progress_event::Entity::insert_many(chunk.to_vec())
                 .exec(&txn)
                 .await?;
         }
+        for change in &decided.hosts {
+            let mut update = host::Entity::update_many()
+                .col_expr(host::Column::UpdatedAt, Expr::value(at))
+                .filter(host::Column::Name.eq(change.hostname.as_str()));
+            if let Some(flag) = change.on_maintenance {
+                update = update.col_expr(host::Column::OnMaintenance, Expr::value(flag));
+            }
+            if let Some(flag) = change.reserved {
+                update = update.col_expr(host::Column::Reserved, Expr::value(flag));
+            }
+            update.exec(&txn).await?;
+        }
         notification::Entity::update_many()
             .col_expr(
                 notification::Column::RunSequence,
-                Expr::value(sequence as i64),
+                Expr::value(decided.sequence as i64),
             )
             .col_expr(
                 notification::Column::LeaseUntil,
-                Expr::value(plus(now(), lease)),
+                Expr::value(plus(at, lease)),
             )
             .filter(notification::Column::Uuid.eq(nid.as_str()))
             .exec(&txn)
             .await?;
         txn.commit().await?;
-        applied.sequence = sequence;
-        applied.vmoves = changed
-            .into_values()
-            .map(to_vmove)
-            .collect::<Result<Vec<_>>>()?;
-        Ok(applied)
+        Ok(Applied {
+            vmoves: changed
+                .into_iter()
+                .map(to_vmove)
+                .collect::<Result<Vec<_>>>()?,
+            progress: decided.progress,
+            done: decided.done,
+            sequence: decided.sequence,
+        })
     }
 
     /// Ends run `run_id`: decides the notification's status from its vmoves
@@ -581,7 +453,7 @@ impl Store {
             .order_by_asc(vmove::Column::Id)
             .all(&txn)
             .await?;
-        let records: Vec<VMoveRecord> = rows.iter().map(record_of).collect::<Result<_>>()?;
+        let records: Vec<VMoveRecord> = rows.iter().map(to_record).collect::<Result<_>>()?;
         let views: Vec<VMoveView<'_, usize>> = rows
             .iter()
             .zip(&records)
@@ -589,8 +461,8 @@ impl Store {
             .map(|(i, (row, record))| VMoveView {
                 id: i,
                 instance: row.instance_name.as_str(),
-                status: record.status,
-                message: record.message.as_deref(),
+                status: record.status(),
+                message: record.message(),
             })
             .collect();
         let resolution = resolve_final_status(end, &views, attempt, max_attempts);
@@ -607,6 +479,7 @@ impl Store {
                         *i,
                         VMoveEvent::Fail {
                             at,
+                            started: None,
                             message: message.clone(),
                         },
                     )
@@ -617,12 +490,14 @@ impl Store {
         for (i, event) in updates {
             let mut record = records[i].clone();
             record.apply(event)?;
-            let step =
-                (record.status == VMoveStatus::Pending).then(|| "queued for retry".to_owned());
-            changed.push(save_vmove(&txn, &rows[i], &record, step).await?);
+            let step = (record.status() == VMoveStatus::Pending).then(|| Step {
+                name: "queued for retry".to_owned(),
+                message: None,
+                at: Some(at),
+            });
+            changed.push(save_vmove(&txn, &rows[i], &record, step.as_ref()).await?);
         }
-        let from = NotificationStatus::parse(&row.status).unwrap_or(NotificationStatus::Running);
-        let to = from.on(resolution.event())?;
+        let to = status_of(&row)?.on(resolution.event())?;
         let retrying = matches!(resolution, Resolution::Retry { .. });
         let mut active: notification::ActiveModel = row.into();
         active.status = Set(to.as_str().to_owned());
@@ -652,7 +527,7 @@ impl Store {
         let txn = self.begin_write().await?;
         let row = locked_notification(&txn, id).await?;
         check_run(&row, run_id)?;
-        let to = NotificationStatus::Running.on(NotificationEvent::Interrupt)?;
+        let to = status_of(&row)?.on(NotificationEvent::Interrupt)?;
         let attempts = Ord::max(row.attempts - 1, 0);
         let mut active: notification::ActiveModel = row.into();
         active.status = Set(to.as_str().to_owned());
@@ -672,28 +547,21 @@ impl Store {
     pub async fn expire(&self, id: NotificationId, reason: &str) -> Result<Option<Resolved>> {
         let txn = self.begin_write().await?;
         let row = locked_notification(&txn, id).await?;
-        let from = NotificationStatus::parse(&row.status).ok_or_else(|| Error::Corrupt {
-            table: "notifications",
-            column: "status",
-            value: row.status.clone(),
-        })?;
-        let Ok(to) = from.on(NotificationEvent::Expire) else {
+        let Ok(to) = status_of(&row)?.on(NotificationEvent::Expire) else {
             return Ok(None);
         };
         let at = now();
         let mut changed = Vec::new();
         for v in vmove::Entity::find()
             .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
-            .filter(
-                vmove::Column::Status
-                    .is_in([VMoveStatus::Pending.as_str(), VMoveStatus::Ongoing.as_str()]),
-            )
+            .filter(vmove::Column::Status.is_in(VMoveStatus::UNRESOLVED.map(VMoveStatus::as_str)))
             .all(&txn)
             .await?
         {
-            let mut record = record_of(&v)?;
+            let mut record = to_record(&v)?;
             record.apply(VMoveEvent::Fail {
                 at,
+                started: None,
                 message: reason.to_owned(),
             })?;
             changed.push(save_vmove(&txn, &v, &record, None).await?);
@@ -761,7 +629,7 @@ impl Store {
     /// Unfinished notifications generated before `before`.
     pub async fn expired(&self, before: DateTime<Utc>, limit: u64) -> Result<Vec<NotificationId>> {
         notification::Entity::find()
-            .filter(notification::Column::Status.is_in(UNFINISHED.map(|s| s.as_str())))
+            .filter(notification::Column::Status.is_in(unfinished()))
             .filter(notification::Column::GeneratedTime.lt(before))
             .order_by_asc(notification::Column::Id)
             .limit(limit)
@@ -771,21 +639,4 @@ impl Store {
             .map(|row| super::parse_uuid("notifications", "uuid", &row.uuid))
             .collect()
     }
-}
-
-fn planned_row<'a>(
-    rows: &'a HashMap<String, vmove::Model>,
-    instance_id: &str,
-) -> Result<&'a vmove::Model> {
-    rows.get(instance_id).ok_or_else(|| {
-        rejected(format!(
-            "instance {instance_id} was not announced in the run's plan"
-        ))
-    })
-}
-
-fn row_name(rows: &HashMap<String, vmove::Model>, instance_id: &str) -> String {
-    rows.get(instance_id)
-        .map(|r| format!("{} ({instance_id})", r.instance_name))
-        .unwrap_or_else(|| instance_id.to_owned())
 }

@@ -23,7 +23,7 @@ use sea_orm::{
 };
 
 pub use dispatch::{Applied, Due, Resolved};
-pub use notifications::{Intake, IntakeContext, IntakeDecision, Unfinished};
+pub use notifications::{Intake, IntakeContext, Unfinished};
 
 /// Errors of the store, classified here: no database driver type leaves
 /// this module.

@@ -16,17 +16,15 @@ use super::hosts::to_host;
 use super::segments::{page_of, to_segment};
 use super::{Error, Result, Store, now, parse_enum, parse_uuid};
 use crate::domain::{
-    Host, NewNotification, Notification, NotificationFilter, NotificationId, NotificationType,
-    Page, PageRequest, ProgressEvent, ProgressState, Segment, SegmentId,
+    Host, NewNotification, Notification, NotificationFields, NotificationFilter, NotificationId,
+    NotificationType, Page, PageRequest, ProgressEvent, ProgressState, Segment, SegmentId,
 };
-use crate::status::{NotificationEvent, NotificationStatus};
+use crate::status::{IntakeVerdict, NotificationEvent, NotificationStatus};
 
-/// The statuses that count as unfinished.
-pub(super) const UNFINISHED: [NotificationStatus; 3] = [
-    NotificationStatus::New,
-    NotificationStatus::Running,
-    NotificationStatus::Error,
-];
+/// The statuses that count as unfinished, as stored.
+pub(super) fn unfinished() -> [&'static str; 3] {
+    NotificationStatus::UNFINISHED.map(NotificationStatus::as_str)
+}
 
 /// A segment's notifications that are new, running or error.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -42,7 +40,7 @@ pub(super) async fn unfinished_in_segment<C: ConnectionTrait>(
 ) -> Result<Unfinished> {
     let query = notification::Entity::find()
         .filter(notification::Column::SegmentUuid.eq(segment.to_string()))
-        .filter(notification::Column::Status.is_in(UNFINISHED.map(|s| s.as_str())));
+        .filter(notification::Column::Status.is_in(unfinished()));
     let count = query.clone().count(conn).await?;
     let examples = if count == 0 {
         Vec::new()
@@ -66,7 +64,13 @@ pub(super) fn to_notification(row: notification::Model) -> Result<Notification> 
             column: "payload",
             value: row.payload.clone(),
         })?;
-    Ok(Notification {
+    let status = parse_enum(
+        "notifications",
+        "status",
+        &row.status,
+        NotificationStatus::parse,
+    )?;
+    let fields = NotificationFields {
         id: parse_uuid("notifications", "uuid", &row.uuid)?,
         row_id: row.id,
         notification_type: parse_enum(
@@ -77,12 +81,6 @@ pub(super) fn to_notification(row: notification::Model) -> Result<Notification> 
         )?,
         source_host_id: parse_uuid("notifications", "source_host_uuid", &row.source_host_uuid)?,
         segment_id: parse_uuid("notifications", "segment_uuid", &row.segment_uuid)?,
-        status: parse_enum(
-            "notifications",
-            "status",
-            &row.status,
-            NotificationStatus::parse,
-        )?,
         hostname: row.hostname,
         generated_time: row.generated_time,
         payload,
@@ -90,7 +88,8 @@ pub(super) fn to_notification(row: notification::Model) -> Result<Notification> 
         attempts: u32::try_from(row.attempts).unwrap_or_default(),
         created_at: row.created_at,
         updated_at: row.updated_at,
-    })
+    };
+    Ok(Notification::restore(fields, status))
 }
 
 fn to_progress_event(row: progress_event::Model) -> Result<ProgressEvent> {
@@ -116,14 +115,6 @@ pub struct IntakeContext<'a> {
     /// Earlier reports of the same type for the same host, with the same
     /// payload, generated within `window` of this one (either side).
     pub duplicates: Vec<Notification>,
-}
-
-/// What the intake rules decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IntakeDecision {
-    /// `New`, or `Ignored` (for example: the segment is disabled).
-    pub status: NotificationStatus,
-    pub message: Option<String>,
 }
 
 /// What the intake transaction did with one report of a batch.
@@ -182,7 +173,7 @@ impl Store {
         &self,
         batch: &[NewNotification],
         duplicate_window: chrono::Duration,
-        mut decide: impl FnMut(usize, IntakeContext<'_>) -> Result<IntakeDecision, E>,
+        mut decide: impl FnMut(usize, IntakeContext<'_>) -> Result<IntakeVerdict, E>,
     ) -> Result<Vec<Intake<E>>> {
         let txn = self.begin_write().await?;
 
@@ -337,8 +328,8 @@ impl Store {
                 segment: segment.clone(),
                 duplicates,
             };
-            let decision = match decide(i, context) {
-                Ok(decision) => decision,
+            let verdict = match decide(i, context) {
+                Ok(verdict) => verdict,
                 Err(refused) => {
                     slots.push(Slot::Refused(refused));
                     continue;
@@ -361,15 +352,18 @@ impl Store {
                 segment_uuid: segment.id.to_string(),
                 generated_time: new.generated_time,
                 payload: payload.clone(),
-                status: decision.status.as_str().to_owned(),
-                message: decision.message,
+                status: NotificationStatus::at_intake(&verdict).as_str().to_owned(),
+                message: verdict.message().map(str::to_owned),
                 idempotency_key: new.idempotency_key.clone(),
                 attempts: 0,
                 run_id: None,
+                run_kind: None,
                 run_sequence: 0,
                 claimed_by: None,
                 lease_until: None,
                 next_attempt_at: None,
+                retry_until: None,
+                lock_release_at: None,
                 trace_context: new.trace_context.clone(),
                 created_at: at,
                 updated_at: at,
@@ -528,7 +522,7 @@ impl Store {
             let current = self.notification(id).await?;
             return Err(Error::Stale(format!(
                 "notification {id} is {} now, not {from}",
-                current.status
+                current.status()
             )));
         }
         self.notification(id).await

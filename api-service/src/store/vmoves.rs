@@ -8,20 +8,25 @@ use super::{Error, Result, Store, parse_enum, parse_uuid};
 use crate::domain::{NotificationId, Page, PageRequest, VMove, VMoveFilter, VMoveId, VMoveType};
 use crate::status::{VMoveRecord, VMoveStatus};
 
+pub(super) fn to_record(row: &vmove::Model) -> Result<VMoveRecord> {
+    Ok(VMoveRecord::restore(
+        parse_enum("vmoves", "status", &row.status, VMoveStatus::parse)?,
+        row.start_time,
+        row.end_time,
+        row.message.clone(),
+        row.dest_host.clone(),
+        u32::try_from(row.attempts).unwrap_or_default(),
+    ))
+}
+
 pub(super) fn to_vmove(row: vmove::Model) -> Result<VMove> {
+    let record = to_record(&row)?;
     Ok(VMove {
         id: parse_uuid("vmoves", "uuid", &row.uuid)?,
         row_id: row.id,
         notification_id: parse_uuid("vmoves", "notification_uuid", &row.notification_uuid)?,
         vmove_type: parse_enum("vmoves", "type", &row.r#type, VMoveType::parse)?,
-        record: VMoveRecord {
-            status: parse_enum("vmoves", "status", &row.status, VMoveStatus::parse)?,
-            start_time: row.start_time,
-            end_time: row.end_time,
-            message: row.message,
-            dest_host: row.dest_host,
-            attempts: u32::try_from(row.attempts).unwrap_or_default(),
-        },
+        record,
         instance_id: row.instance_uuid,
         instance_name: row.instance_name,
         source_host: row.source_host,

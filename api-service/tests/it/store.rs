@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use chrono::{SubsecRound, Utc};
 use instanceha_api::domain::{NewNotification, NotificationType};
+use instanceha_api::status::IntakeVerdict;
 use instanceha_api::status::{NotificationEvent, NotificationStatus};
-use instanceha_api::store::{self, Intake, IntakeDecision};
+use instanceha_api::store::{self, Intake};
 
 use crate::backends::Backend;
 use crate::helpers::{segment_with_hosts, spawn_app};
@@ -34,10 +35,7 @@ async fn stored(app: &crate::helpers::TestApp, host: &str) -> instanceha_api::do
         .api
         .store()
         .create_notifications(&[report(host)], chrono::Duration::seconds(0), |_, _| {
-            Ok::<_, store::Error>(IntakeDecision {
-                status: NotificationStatus::New,
-                message: None,
-            })
+            Ok::<_, store::Error>(IntakeVerdict::Accept)
         })
         .await
         .unwrap();
@@ -73,7 +71,7 @@ async fn status_changes_are_compare_and_set(backend: Backend) {
         match racer.await.unwrap() {
             Ok(after) => {
                 won += 1;
-                assert_eq!(after.status, NotificationStatus::Running);
+                assert_eq!(after.status(), NotificationStatus::Running);
             }
             Err(store::Error::Stale(message)) => {
                 assert!(message.contains("running"), "{message}")
@@ -121,7 +119,7 @@ async fn illegal_transitions_are_refused(backend: Backend) {
         .unwrap_err();
     assert!(matches!(err, store::Error::Illegal(_)), "{err}");
     let unchanged = app.api.store().notification(n.id).await.unwrap();
-    assert_eq!(unchanged.status, NotificationStatus::New);
+    assert_eq!(unchanged.status(), NotificationStatus::New);
     app.stop().await;
 }
 

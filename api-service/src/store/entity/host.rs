@@ -16,6 +16,8 @@ pub struct Model {
     pub control_attributes: String,
     pub reserved: bool,
     pub on_maintenance: bool,
+    /// The notification whose recovery put the host on maintenance.
+    pub maintenance_by: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -22,10 +22,16 @@ pub struct Model {
     pub idempotency_key: Option<String>,
     pub attempts: i32,
     pub run_id: Option<String>,
+    /// What the current run does (`recover`, `reconcile`, `release_locks`).
+    pub run_kind: Option<String>,
     pub run_sequence: i64,
     pub claimed_by: Option<String>,
     pub lease_until: Option<DateTimeUtc>,
     pub next_attempt_at: Option<DateTimeUtc>,
+    /// Runs are retried until then (the retry window from the first run).
+    pub retry_until: Option<DateTimeUtc>,
+    /// A finished notification's locks left held are released again then.
+    pub lock_release_at: Option<DateTimeUtc>,
     /// W3C `traceparent` of the request that created it.
     pub trace_context: Option<String>,
     pub created_at: DateTimeUtc,

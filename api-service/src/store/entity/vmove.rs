@@ -17,10 +17,18 @@ pub struct Model {
     pub r#type: String,
     pub status: String,
     pub step: Option<String>,
+    /// What the engine said when it entered the step, and when.
+    pub step_message: Option<String>,
+    pub step_time: Option<DateTimeUtc>,
     pub start_time: Option<DateTimeUtc>,
     pub end_time: Option<DateTimeUtc>,
     pub message: Option<String>,
     pub attempts: i32,
+    /// The engine reported taking the instance's lock and not yet
+    /// releasing it.
+    pub lock_held: bool,
+    /// Failed for a passing reason (worth another run).
+    pub retryable: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

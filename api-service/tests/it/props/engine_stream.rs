@@ -32,10 +32,11 @@ use instanceha_api::domain::{
     InstanceResult, NewNotification, NotificationId, NotificationType, PlannedInstance,
     ProgressState, RunEvent, SequencedEvent, VMoveType,
 };
+use instanceha_api::status::IntakeVerdict;
 use instanceha_api::status::{
     NotificationStatus, RunEnd, RunOutcome, VMoveStatus, VMoveView, resolve_final_status,
 };
-use instanceha_api::store::{self, Intake, IntakeDecision, Store};
+use instanceha_api::store::{self, Intake, Store};
 use instanceha_proto::engine::v1 as epb;
 use instanceha_proto::v1 as pb;
 use proptest::prelude::*;
@@ -347,10 +348,7 @@ async fn claimed(store: &Store) -> (NotificationId, String) {
     };
     let stored = store
         .create_notifications(&[new], chrono::Duration::zero(), |_, _| {
-            Ok::<_, store::Error>(IntakeDecision {
-                status: NotificationStatus::New,
-                message: None,
-            })
+            Ok::<_, store::Error>(IntakeVerdict::Accept)
         })
         .await
         .unwrap();
@@ -375,42 +373,44 @@ async fn check_invariants(store: &Store, id: NotificationId) -> Result<Notificat
         .items;
     for v in &vmoves {
         let r = &v.record;
-        if n.status.is_terminal() && !r.status.is_resolved() {
+        if n.status().is_terminal() && !r.status().is_resolved() {
             return Err(format!(
                 "{} notification with a {} vmove {}",
-                n.status, r.status, v.instance_id
+                n.status(),
+                r.status(),
+                v.instance_id
             ));
         }
-        if r.status == VMoveStatus::Failed
-            && (r.end_time.is_none() || r.message.as_deref().is_none_or(|m| m.trim().is_empty()))
+        if r.status() == VMoveStatus::Failed
+            && (r.end_time().is_none() || r.message().is_none_or(|m| m.trim().is_empty()))
         {
             return Err(format!(
                 "failed vmove {} without end time or message: {r:?}",
                 v.instance_id
             ));
         }
-        if r.message
+        if r.message()
             .as_ref()
             .is_some_and(|m| m.chars().count() > MAX_MESSAGE + 300)
         {
             return Err(format!(
                 "vmove {} kept a message of {} characters",
                 v.instance_id,
-                r.message.as_ref().unwrap().chars().count()
+                r.message().unwrap().chars().count()
             ));
         }
     }
-    if n.status == NotificationStatus::Finished
+    if n.status() == NotificationStatus::Finished
         && !vmoves.iter().all(|v| {
             matches!(
-                v.record.status,
+                v.record.status(),
                 VMoveStatus::Succeeded | VMoveStatus::Ignored
             )
         })
     {
         return Err("finished with a vmove neither succeeded nor ignored".to_owned());
     }
-    Ok(n.status)
+    Ok(n.status())
 }
 
 async fn vmove_statuses(store: &Store, id: NotificationId) -> BTreeMap<String, VMoveStatus> {
@@ -424,7 +424,7 @@ async fn vmove_statuses(store: &Store, id: NotificationId) -> BTreeMap<String, V
         .unwrap()
         .items
         .into_iter()
-        .map(|v| (v.instance_id, v.record.status))
+        .map(|v| (v.instance_id, v.record.status()))
         .collect()
 }
 
@@ -872,7 +872,7 @@ fn lost(reason: &str) -> RunEnd {
 /// Waits for the notification to leave `new` and `running`.
 async fn settled(store: &Store, id: NotificationId) -> NotificationStatus {
     for _ in 0..2000 {
-        let status = store.notification(id).await.unwrap().status;
+        let status = store.notification(id).await.unwrap().status();
         if !matches!(
             status,
             NotificationStatus::New | NotificationStatus::Running
