@@ -157,8 +157,7 @@ impl Server {
         reporter
             .set_service_status(LIVENESS, ServingStatus::Serving)
             .await;
-        let database_check =
-            tokio::spawn(watch_database(self.api.store().clone(), reporter.clone()));
+        let database_check = tokio::spawn(watch_database(self.api.clone(), reporter.clone()));
         let stop_dispatch = CancellationToken::new();
         let dispatch = self
             .dispatcher
@@ -244,11 +243,11 @@ impl Server {
 
 /// Reports NOT_SERVING while the database does not answer, so that load
 /// balancers and Kubernetes probes route around a replica that cannot work.
-async fn watch_database(store: Store, reporter: HealthReporter) {
+async fn watch_database(api: Api, reporter: HealthReporter) {
     let mut serving = true;
     loop {
         tokio::time::sleep(Duration::from_secs(10)).await;
-        let ok = store.ping().await.is_ok();
+        let ok = api.ping().await.is_ok();
         if ok != serving {
             serving = ok;
             let status = if ok {

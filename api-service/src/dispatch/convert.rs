@@ -8,10 +8,9 @@ use instanceha_proto::engine::v1 as pb;
 use instanceha_proto::v1 as public;
 
 use crate::domain::{
-    Host, InstanceRef, InstanceResult, Notification, PlannedInstance, ProgressState, RunEvent,
-    Segment, SequencedEvent, VMoveType,
+    InstanceResult, NotificationType, PlannedInstance, ProgressState, RecoveryMethod, RunEvent,
+    SequencedEvent, StartRun, VMoveType,
 };
-use crate::grpc::{notification_type_pb, recovery_method_pb, timestamp};
 use crate::status::RunOutcome;
 
 /// Longest message kept from the engine; longer ones are cut.
@@ -250,40 +249,42 @@ pub fn run_event(run_id: &str, message: pb::RunEvent) -> Result<SequencedEvent, 
     Ok(SequencedEvent { sequence, event })
 }
 
-/// The `Start` of a run.
-pub fn start_run(
-    run_id: &str,
-    attempt: u32,
-    notification: &Notification,
-    segment: &Segment,
-    reserved_hosts: &[Host],
-    retry: &[InstanceRef],
-) -> pb::RecoverRequest {
+/// The `StartRun` of a run.
+pub fn start_run(start: &StartRun) -> pb::RecoverRequest {
+    let StartRun {
+        claim,
+        notification,
+        context,
+    } = start;
     pb::RecoverRequest {
         body: Some(pb::recover_request::Body::StartRun(pb::StartRun {
-            run_id: run_id.to_owned(),
-            attempt,
+            run_id: claim.run_id.clone(),
+            attempt: claim.attempt,
             notification: Some(pb::Notification {
                 id: notification.id.to_string(),
-                r#type: notification_type_pb(notification.notification_type) as i32,
+                r#type: notification_type(notification.notification_type) as i32,
                 hostname: notification.hostname.clone(),
                 payload: notification.payload.clone().into_iter().collect(),
-                generated_time: timestamp(notification.generated_time),
+                generated_time: Some(instanceha_proto::time::timestamp(
+                    notification.generated_time,
+                )),
             }),
             segment: Some(pb::Segment {
-                id: segment.id.to_string(),
-                name: segment.name.clone(),
-                recovery_method: recovery_method_pb(segment.recovery_method) as i32,
-                service_type: segment.service_type.clone(),
+                id: context.segment.id.to_string(),
+                name: context.segment.name.clone(),
+                recovery_method: recovery_method(context.segment.recovery_method) as i32,
+                service_type: context.segment.service_type.clone(),
             }),
-            reserved_hosts: reserved_hosts
+            reserved_hosts: context
+                .reserved_hosts
                 .iter()
                 .map(|h| pb::ReservedHost {
                     id: h.id.to_string(),
                     name: h.name.clone(),
                 })
                 .collect(),
-            retry_instances: retry
+            retry_instances: context
+                .retry
                 .iter()
                 .map(|r| pb::InstanceRef {
                     instance_id: r.instance_id.clone(),
@@ -292,6 +293,23 @@ pub fn start_run(
                 })
                 .collect(),
         })),
+    }
+}
+
+fn notification_type(t: NotificationType) -> public::NotificationType {
+    match t {
+        NotificationType::ComputeHost => public::NotificationType::ComputeHost,
+        NotificationType::Process => public::NotificationType::Process,
+        NotificationType::Vm => public::NotificationType::Vm,
+    }
+}
+
+fn recovery_method(m: RecoveryMethod) -> public::RecoveryMethod {
+    match m {
+        RecoveryMethod::Auto => public::RecoveryMethod::Auto,
+        RecoveryMethod::ReservedHost => public::RecoveryMethod::ReservedHost,
+        RecoveryMethod::AutoPriority => public::RecoveryMethod::AutoPriority,
+        RecoveryMethod::RhPriority => public::RecoveryMethod::RhPriority,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{NotificationId, ProgressState, VMoveType};
+use super::{Host, Notification, NotificationId, ProgressState, Segment, VMoveType};
 use crate::status::RunOutcome;
 
 /// An instance the engine will recover.
@@ -80,4 +80,22 @@ pub struct RunClaim {
     pub run_id: String,
     pub attempt: u32,
     pub trace_context: Option<String>,
+}
+
+/// What a run's `StartRun` carries besides the claim: the segment, its
+/// reserved hosts when the recovery method uses them, and on a retry the
+/// instances still without a result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunContext {
+    pub segment: Segment,
+    pub reserved_hosts: Vec<Host>,
+    pub retry: Vec<InstanceRef>,
+}
+
+/// Everything the engine is told when a run starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartRun {
+    pub claim: RunClaim,
+    pub notification: Notification,
+    pub context: RunContext,
 }

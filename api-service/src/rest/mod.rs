@@ -101,7 +101,7 @@ async fn healthcheck(State(state): State<RestState>) -> Response {
     if state.draining.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
     }
-    match state.api.store().ping().await {
+    match state.api.ping().await {
         Ok(()) => (StatusCode::OK, "OK").into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "healthcheck: the database does not answer");

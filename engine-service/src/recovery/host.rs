@@ -383,11 +383,7 @@ impl Run {
                     Ok(Ok(outcome)) => Some(outcome),
                     Ok(Err(Cancelled)) => None,
                     Err(panic) => {
-                        let what = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_default();
+                        let what = instanceha_runtime::panic::message(panic.as_ref());
                         tracing::error!(instance_id = %instance_id, panic = %what, "instance worker panicked");
                         Some(InstanceResult::Failed {
                             message: format!("internal error in the engine: {what}"),

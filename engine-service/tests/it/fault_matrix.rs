@@ -883,11 +883,7 @@ pub fn run_all(specs: Vec<Spec>, jobs: usize) -> Vec<Outcome> {
                         seconds: started.elapsed().as_secs_f64(),
                         violations: vec![format!(
                             "the scenario panicked: {}",
-                            panic
-                                .downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                                .unwrap_or_default()
+                            instanceha_runtime::panic::message(panic.as_ref())
                         )],
                         notes: Vec::new(),
                         message: String::new(),
