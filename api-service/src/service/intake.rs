@@ -8,6 +8,7 @@
 //! report alone; earlier reports of a batch count as stored for later ones.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tracing::Instrument as _;
@@ -18,13 +19,18 @@ use super::notifications::{decide_intake, replay};
 use crate::changes::{Change, ChangeFeed};
 use crate::domain::{NewNotification, Notification, NotificationPayload};
 use crate::store::{Intake, Store};
+use instanceha_runtime::backoff::Backoff;
 
 /// Reports stored in one transaction at most.
 const MAX_BATCH: usize = 64;
 /// Reports waiting for a writer before callers wait to queue theirs.
 const QUEUE_DEPTH: usize = 4096;
-/// Times a batch is tried again after losing to a concurrent transaction.
+/// Times a batch is tried again after losing to a concurrent transaction,
+/// and the short, jittered waits between (the winner has committed; the
+/// jitter keeps two losers from meeting again).
 const CONTENTION_RETRIES: u32 = 3;
+const CONTENTION_BACKOFF: Backoff =
+    Backoff::new(Duration::from_millis(2), Duration::from_millis(20));
 
 /// A validated report waiting to be stored.
 struct Pending {
@@ -135,7 +141,7 @@ impl Writer {
                 "duplicate window out of range: {e}"
             ))),
             Ok(chrono_window) => {
-                let mut tries = 0;
+                let mut retries = CONTENTION_BACKOFF.retries(Some(CONTENTION_RETRIES + 1), None);
                 loop {
                     let stored = self
                         .store
@@ -144,9 +150,9 @@ impl Writer {
                         })
                         .await;
                     match stored {
-                        Err(e) if e.is_contention() && tries < CONTENTION_RETRIES => {
-                            tries += 1;
-                            tracing::debug!(error = %e, tries, "intake batch lost to a concurrent change; trying again");
+                        Err(e) if e.is_contention() && !retries.spent() => {
+                            tracing::debug!(error = %e, tries = retries.tries(), "intake batch lost to a concurrent change; trying again");
+                            retries.wait(None).await;
                         }
                         other => break other.map_err(Error::from),
                     }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use instanceha_migrations::MigratorTrait;
+use instanceha_runtime::backoff::Backoff;
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
     ConnectOptions, ConnectionTrait as _, Database, DatabaseConnection, DatabaseTransaction,
@@ -180,17 +181,16 @@ impl Store {
     /// rebuilds its WAL index; replicas opening one file together retry
     /// that until the connect timeout runs out.
     pub async fn open(options: &DatabaseSettings) -> Result<Self> {
-        let deadline = tokio::time::Instant::now() + options.connect_timeout;
-        let mut pause = Duration::from_millis(10);
+        let mut retries = Backoff::new(Duration::from_millis(10), Duration::from_millis(200))
+            .retries(None, Some(options.connect_timeout));
         loop {
             match Self::open_once(options).await {
                 Ok(store) => return Ok(store),
                 Err(OpenFailure::Connect(source) | OpenFailure::Migrate(source))
-                    if sqlite_busy(&source) && tokio::time::Instant::now() + pause < deadline =>
+                    if sqlite_busy(&source) && !retries.spent() =>
                 {
                     tracing::debug!(error = %source, "sqlite file busy at open, retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(200));
+                    retries.wait(None).await;
                 }
                 Err(OpenFailure::Connect(source)) => {
                     return Err(Error::Connect {
