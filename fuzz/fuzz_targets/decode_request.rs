@@ -10,7 +10,8 @@
 #![no_main]
 
 use instanceha_api::domain::InvalidField;
-use instanceha_api::grpc::{DomainRequest, Rpc, decode_request};
+use instanceha_api::auth::Operation;
+use instanceha_api::grpc::{DomainRequest, decode_request};
 use instanceha_proto::v1 as pb;
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
@@ -45,7 +46,7 @@ fn names_a_field(message: &str) -> bool {
     !reason.is_empty() && (FIELDS.contains(&field) || field.starts_with("payload."))
 }
 
-fn check_refusal(rpc: Rpc, bytes: &[u8], code: Code, message: &str) {
+fn check_refusal(rpc: Operation, bytes: &[u8], code: Code, message: &str) {
     match code {
         Code::InvalidArgument => assert!(
             names_a_field(message),
@@ -60,24 +61,25 @@ fn check_refusal(rpc: Rpc, bytes: &[u8], code: Code, message: &str) {
 }
 
 /// Whether `bytes` is a valid protobuf message of `rpc`'s request type.
-fn decodes(rpc: Rpc, bytes: &[u8]) -> bool {
+fn decodes(rpc: Operation, bytes: &[u8]) -> bool {
     match rpc {
-        Rpc::CreateSegment => pb::CreateSegmentRequest::decode(bytes).is_ok(),
-        Rpc::GetSegment => pb::GetSegmentRequest::decode(bytes).is_ok(),
-        Rpc::ListSegments => pb::ListSegmentsRequest::decode(bytes).is_ok(),
-        Rpc::UpdateSegment => pb::UpdateSegmentRequest::decode(bytes).is_ok(),
-        Rpc::DeleteSegment => pb::DeleteSegmentRequest::decode(bytes).is_ok(),
-        Rpc::CreateHost => pb::CreateHostRequest::decode(bytes).is_ok(),
-        Rpc::GetHost => pb::GetHostRequest::decode(bytes).is_ok(),
-        Rpc::ListHosts => pb::ListHostsRequest::decode(bytes).is_ok(),
-        Rpc::UpdateHost => pb::UpdateHostRequest::decode(bytes).is_ok(),
-        Rpc::DeleteHost => pb::DeleteHostRequest::decode(bytes).is_ok(),
-        Rpc::CreateNotification => pb::CreateNotificationRequest::decode(bytes).is_ok(),
-        Rpc::GetNotification => pb::GetNotificationRequest::decode(bytes).is_ok(),
-        Rpc::ListNotifications => pb::ListNotificationsRequest::decode(bytes).is_ok(),
-        Rpc::WatchNotification => pb::WatchNotificationRequest::decode(bytes).is_ok(),
-        Rpc::GetVmove => pb::GetVmoveRequest::decode(bytes).is_ok(),
-        Rpc::ListVmoves => pb::ListVmovesRequest::decode(bytes).is_ok(),
+        Operation::CreateSegment => pb::CreateSegmentRequest::decode(bytes).is_ok(),
+        Operation::GetSegment => pb::GetSegmentRequest::decode(bytes).is_ok(),
+        Operation::ListSegments => pb::ListSegmentsRequest::decode(bytes).is_ok(),
+        Operation::UpdateSegment => pb::UpdateSegmentRequest::decode(bytes).is_ok(),
+        Operation::DeleteSegment => pb::DeleteSegmentRequest::decode(bytes).is_ok(),
+        Operation::CreateHost => pb::CreateHostRequest::decode(bytes).is_ok(),
+        Operation::GetHost => pb::GetHostRequest::decode(bytes).is_ok(),
+        Operation::ListHosts => pb::ListHostsRequest::decode(bytes).is_ok(),
+        Operation::UpdateHost => pb::UpdateHostRequest::decode(bytes).is_ok(),
+        Operation::DeleteHost => pb::DeleteHostRequest::decode(bytes).is_ok(),
+        Operation::CreateNotification => pb::CreateNotificationRequest::decode(bytes).is_ok(),
+        Operation::GetNotification => pb::GetNotificationRequest::decode(bytes).is_ok(),
+        Operation::ListNotifications => pb::ListNotificationsRequest::decode(bytes).is_ok(),
+        Operation::WatchNotification => pb::WatchNotificationRequest::decode(bytes).is_ok(),
+        Operation::GetVmove => pb::GetVmoveRequest::decode(bytes).is_ok(),
+        Operation::ListVmoves => pb::ListVmovesRequest::decode(bytes).is_ok(),
+        Operation::ListVersions => false,
     }
 }
 
@@ -112,7 +114,8 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, bytes)) = data.split_first() else {
         return;
     };
-    let rpc = Rpc::ALL[usize::from(selector) % Rpc::ALL.len()];
+    let operations: Vec<Operation> = Operation::grpc().collect();
+    let rpc = operations[usize::from(selector) % operations.len()];
     match decode_request(rpc, bytes) {
         Ok(request) => {
             if let Err(invalid) = validate(&request) {

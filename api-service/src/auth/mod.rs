@@ -4,6 +4,7 @@
 //! layer and the Masakari-compatible REST API call [`Guard::check`]).
 
 mod keystone;
+mod operation;
 mod static_tokens;
 
 use std::collections::BTreeSet;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use keystone::KeystoneValidator;
+pub use operation::{Operation, grpc_action};
 pub use static_tokens::{StaticTokens, token_sha256};
 
 use openstack_client::credentials::AuthSettings as KeystoneCredentials;

@@ -13,6 +13,8 @@ impl From<Error> for Status {
             Error::AlreadyExists(_) => Code::AlreadyExists,
             Error::FailedPrecondition(_) => Code::FailedPrecondition,
             Error::Unavailable(_) => Code::Unavailable,
+            Error::Unauthenticated(_) => Code::Unauthenticated,
+            Error::PermissionDenied(_) => Code::PermissionDenied,
             Error::Internal { .. } => Code::Internal,
         };
         Status::new(code, bounded(err.to_string()))

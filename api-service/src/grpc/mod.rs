@@ -20,9 +20,9 @@ use tonic::service::Routes;
 use crate::service::Api;
 
 pub use convert::{notification_status_pb, notification_type_pb, recovery_method_pb, timestamp};
-pub use guard::{GuardLayer, action_of};
+pub use guard::GuardLayer;
 pub use limit::RateLimitLayer;
-pub use requests::{DomainRequest, Rpc, decode_request};
+pub use requests::{DomainRequest, decode_request};
 pub use trace::TraceLayer;
 
 /// The default largest request (a notification is a few hundred bytes; a

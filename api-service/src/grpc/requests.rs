@@ -9,6 +9,7 @@ use instanceha_proto::v1 as pb;
 use tonic::Status;
 
 use super::convert;
+use crate::auth::Operation;
 use crate::domain::{
     HostFilter, HostId, HostUpdate, InvalidField, NewHost, NewNotification, NewSegment,
     NotificationFilter, NotificationId, PageRequest, SegmentFilter, SegmentId, SegmentUpdate,
@@ -23,70 +24,6 @@ pub(super) const HOSTS: &str = "hosts";
 pub(super) const NOTIFICATIONS: &str = "notifications";
 /// The kind bound into vmove page tokens.
 pub(super) const VMOVES: &str = "vmoves";
-
-/// Every public RPC that takes a request message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Rpc {
-    CreateSegment,
-    GetSegment,
-    ListSegments,
-    UpdateSegment,
-    DeleteSegment,
-    CreateHost,
-    GetHost,
-    ListHosts,
-    UpdateHost,
-    DeleteHost,
-    CreateNotification,
-    GetNotification,
-    ListNotifications,
-    WatchNotification,
-    GetVmove,
-    ListVmoves,
-}
-
-impl Rpc {
-    pub const ALL: [Rpc; 16] = [
-        Self::CreateSegment,
-        Self::GetSegment,
-        Self::ListSegments,
-        Self::UpdateSegment,
-        Self::DeleteSegment,
-        Self::CreateHost,
-        Self::GetHost,
-        Self::ListHosts,
-        Self::UpdateHost,
-        Self::DeleteHost,
-        Self::CreateNotification,
-        Self::GetNotification,
-        Self::ListNotifications,
-        Self::WatchNotification,
-        Self::GetVmove,
-        Self::ListVmoves,
-    ];
-
-    /// The gRPC path, `/instanceha.v1.Service/Method`.
-    pub fn path(self) -> &'static str {
-        match self {
-            Self::CreateSegment => "/instanceha.v1.SegmentService/CreateSegment",
-            Self::GetSegment => "/instanceha.v1.SegmentService/GetSegment",
-            Self::ListSegments => "/instanceha.v1.SegmentService/ListSegments",
-            Self::UpdateSegment => "/instanceha.v1.SegmentService/UpdateSegment",
-            Self::DeleteSegment => "/instanceha.v1.SegmentService/DeleteSegment",
-            Self::CreateHost => "/instanceha.v1.HostService/CreateHost",
-            Self::GetHost => "/instanceha.v1.HostService/GetHost",
-            Self::ListHosts => "/instanceha.v1.HostService/ListHosts",
-            Self::UpdateHost => "/instanceha.v1.HostService/UpdateHost",
-            Self::DeleteHost => "/instanceha.v1.HostService/DeleteHost",
-            Self::CreateNotification => "/instanceha.v1.NotificationService/CreateNotification",
-            Self::GetNotification => "/instanceha.v1.NotificationService/GetNotification",
-            Self::ListNotifications => "/instanceha.v1.NotificationService/ListNotifications",
-            Self::WatchNotification => "/instanceha.v1.NotificationService/WatchNotification",
-            Self::GetVmove => "/instanceha.v1.VmoveService/GetVmove",
-            Self::ListVmoves => "/instanceha.v1.VmoveService/ListVmoves",
-        }
-    }
-}
 
 /// A public request converted to domain types, as its handler passes it
 /// to the service layer.
@@ -116,55 +53,62 @@ pub enum DomainRequest {
 /// code guide says for a request that cannot be parsed); a malformed field
 /// gets INVALID_ARGUMENT naming it. Size limits are the transport's and
 /// are not checked here.
-pub fn decode_request(rpc: Rpc, bytes: &[u8]) -> Result<DomainRequest, Status> {
+pub fn decode_request(rpc: Operation, bytes: &[u8]) -> Result<DomainRequest, Status> {
     fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, Status> {
         M::decode(bytes).map_err(|e| Status::internal(e.to_string()))
     }
     let request = match rpc {
-        Rpc::CreateSegment => DomainRequest::CreateSegment(create_segment(decode(bytes)?)?),
-        Rpc::GetSegment => DomainRequest::GetSegment(get_segment(decode(bytes)?)?),
-        Rpc::ListSegments => {
+        Operation::CreateSegment => DomainRequest::CreateSegment(create_segment(decode(bytes)?)?),
+        Operation::GetSegment => DomainRequest::GetSegment(get_segment(decode(bytes)?)?),
+        Operation::ListSegments => {
             let (filter, page) = list_segments(decode(bytes)?)?;
             DomainRequest::ListSegments(filter, page)
         }
-        Rpc::UpdateSegment => {
+        Operation::UpdateSegment => {
             let (id, update) = update_segment(decode(bytes)?)?;
             DomainRequest::UpdateSegment(id, update)
         }
-        Rpc::DeleteSegment => DomainRequest::DeleteSegment(delete_segment(decode(bytes)?)?),
-        Rpc::CreateHost => DomainRequest::CreateHost(create_host(decode(bytes)?)?),
-        Rpc::GetHost => {
+        Operation::DeleteSegment => DomainRequest::DeleteSegment(delete_segment(decode(bytes)?)?),
+        Operation::CreateHost => DomainRequest::CreateHost(create_host(decode(bytes)?)?),
+        Operation::GetHost => {
             let (id, segment) = get_host(decode(bytes)?)?;
             DomainRequest::GetHost(id, segment)
         }
-        Rpc::ListHosts => {
+        Operation::ListHosts => {
             let (filter, page) = list_hosts(decode(bytes)?)?;
             DomainRequest::ListHosts(filter, page)
         }
-        Rpc::UpdateHost => {
+        Operation::UpdateHost => {
             let (id, segment, update) = update_host(decode(bytes)?)?;
             DomainRequest::UpdateHost(id, segment, update)
         }
-        Rpc::DeleteHost => {
+        Operation::DeleteHost => {
             let (id, segment) = delete_host(decode(bytes)?)?;
             DomainRequest::DeleteHost(id, segment)
         }
-        Rpc::CreateNotification => {
+        Operation::CreateNotification => {
             DomainRequest::CreateNotification(create_notification(decode(bytes)?, None)?)
         }
-        Rpc::GetNotification => DomainRequest::GetNotification(get_notification(decode(bytes)?)?),
-        Rpc::ListNotifications => {
+        Operation::GetNotification => {
+            DomainRequest::GetNotification(get_notification(decode(bytes)?)?)
+        }
+        Operation::ListNotifications => {
             let (filter, page) = list_notifications(decode(bytes)?)?;
             DomainRequest::ListNotifications(filter, page)
         }
-        Rpc::WatchNotification => {
+        Operation::WatchNotification => {
             DomainRequest::WatchNotification(watch_notification(decode(bytes)?)?)
         }
-        Rpc::GetVmove => {
+        Operation::GetVmove => {
             let (notification, id) = get_vmove(decode(bytes)?)?;
             DomainRequest::GetVmove(notification, id)
         }
-        Rpc::ListVmoves => {
+        Operation::ListVersions => {
+            return Err(Status::unimplemented(
+                "ListVersions is an operation of the REST facade only",
+            ));
+        }
+        Operation::ListVmoves => {
             let (notification, filter, page) = list_vmoves(decode(bytes)?)?;
             DomainRequest::ListVmoves(notification, filter, page)
         }
@@ -381,7 +325,7 @@ mod tests {
 
     #[test]
     fn every_rpc_decodes_its_default_message_or_names_a_field() {
-        for rpc in Rpc::ALL {
+        for rpc in Operation::grpc() {
             // An empty body is the default message: lists have no required
             // field; everything else needs an id or a name.
             match decode_request(rpc, &[]) {
@@ -399,7 +343,10 @@ mod tests {
                     assert!(status.message().contains(": "), "{rpc:?}: {status:?}");
                 }
             }
-            assert!(rpc.path().starts_with("/instanceha.v1."), "{rpc:?}");
+            assert!(
+                rpc.grpc_path().unwrap().starts_with("/instanceha.v1."),
+                "{rpc:?}"
+            );
         }
     }
 
@@ -415,7 +362,7 @@ mod tests {
             on_maintenance: false,
         });
         assert_eq!(
-            decode_request(Rpc::CreateHost, &bytes).unwrap(),
+            decode_request(Operation::CreateHost, &bytes).unwrap(),
             DomainRequest::CreateHost(NewHost {
                 segment_id: segment,
                 name: "compute-01".into(),
@@ -430,7 +377,7 @@ mod tests {
             page_size: 1001,
             ..Default::default()
         });
-        let status = decode_request(Rpc::ListVmoves, &bytes).unwrap_err();
+        let status = decode_request(Operation::ListVmoves, &bytes).unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument);
         assert!(status.message().starts_with("page_size: "), "{status:?}");
         let bytes = encoded(&pb::CreateSegmentRequest {
@@ -438,17 +385,17 @@ mod tests {
             recovery_method: 42,
             ..Default::default()
         });
-        let status = decode_request(Rpc::CreateSegment, &bytes).unwrap_err();
+        let status = decode_request(Operation::CreateSegment, &bytes).unwrap_err();
         assert_eq!(status.message(), "recovery_method: 42 is not a known value");
     }
 
     #[test]
     fn undecodable_bytes_are_what_the_transport_answers() {
         // Field 1, length-delimited, longer than the buffer.
-        let status = decode_request(Rpc::GetSegment, &[0x0a, 0x05, b'x']).unwrap_err();
+        let status = decode_request(Operation::GetSegment, &[0x0a, 0x05, b'x']).unwrap_err();
         assert_eq!(status.code(), Code::Internal);
         // Field 1 as a string that is not UTF-8.
-        let status = decode_request(Rpc::GetSegment, &[0x0a, 0x01, 0xff]).unwrap_err();
+        let status = decode_request(Operation::GetSegment, &[0x0a, 0x01, 0xff]).unwrap_err();
         assert_eq!(status.code(), Code::Internal);
     }
 }

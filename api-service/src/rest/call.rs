@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, Uri, header};
 use super::RestState;
 use super::error::RestError;
 use super::version::{ApiVersion, MIN_VERSION};
-use crate::auth::{Action, Principal, token_from_headers};
+use crate::auth::{Operation, Principal, token_from_headers};
 
 /// Longest W3C `traceparent` kept for the recovery's trace.
 const TRACEPARENT_MAX: usize = 512;
@@ -60,19 +60,24 @@ impl<S: Send + Sync> FromRequestParts<S> for Call {
 }
 
 impl Call {
-    /// Authenticates the caller and checks it may do `action`; `policy` is
-    /// Masakari's name for the operation, quoted when refusing.
+    /// Authenticates the caller and checks it may do `operation` (Masakari's
+    /// policy name is quoted when refusing).
     pub async fn allow(
         &self,
         state: &RestState,
-        action: Action,
-        policy: &'static str,
+        operation: Operation,
     ) -> Result<Principal, RestError> {
         state
             .guard
-            .check(self.token.as_deref(), action)
+            .check(self.token.as_deref(), operation.action())
             .await
-            .map_err(|e| RestError::from_auth(e, policy, state.keystone_uri.as_deref()))
+            .map_err(|e| {
+                RestError::from_auth(
+                    e,
+                    operation.masakari_policy().unwrap_or("os_masakari_api"),
+                    state.keystone_uri.as_deref(),
+                )
+            })
     }
 
     pub fn base_url(&self) -> &str {

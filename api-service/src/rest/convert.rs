@@ -59,48 +59,21 @@ pub fn notification_type(name: &str) -> Option<NotificationType> {
     }
 }
 
+/// Masakari spells statuses as the status rules do (`status.rs`).
 pub fn notification_status_name(status: NotificationStatus) -> &'static str {
-    match status {
-        NotificationStatus::New => "new",
-        NotificationStatus::Running => "running",
-        NotificationStatus::Error => "error",
-        NotificationStatus::Failed => "failed",
-        NotificationStatus::Ignored => "ignored",
-        NotificationStatus::Finished => "finished",
-    }
+    status.as_str()
 }
 
 pub fn notification_status(name: &str) -> Option<NotificationStatus> {
-    match name {
-        "new" => Some(NotificationStatus::New),
-        "running" => Some(NotificationStatus::Running),
-        "error" => Some(NotificationStatus::Error),
-        "failed" => Some(NotificationStatus::Failed),
-        "ignored" => Some(NotificationStatus::Ignored),
-        "finished" => Some(NotificationStatus::Finished),
-        _ => None,
-    }
+    NotificationStatus::parse(name)
 }
 
 pub fn vmove_status_name(status: VMoveStatus) -> &'static str {
-    match status {
-        VMoveStatus::Pending => "pending",
-        VMoveStatus::Ongoing => "ongoing",
-        VMoveStatus::Succeeded => "succeeded",
-        VMoveStatus::Failed => "failed",
-        VMoveStatus::Ignored => "ignored",
-    }
+    status.as_str()
 }
 
 pub fn vmove_status(name: &str) -> Option<VMoveStatus> {
-    match name {
-        "pending" => Some(VMoveStatus::Pending),
-        "ongoing" => Some(VMoveStatus::Ongoing),
-        "succeeded" => Some(VMoveStatus::Succeeded),
-        "failed" => Some(VMoveStatus::Failed),
-        "ignored" => Some(VMoveStatus::Ignored),
-        _ => None,
-    }
+    VMoveStatus::parse(name)
 }
 
 /// Masakari's three types, and ours for instance restarts (which only VM

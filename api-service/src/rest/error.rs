@@ -217,6 +217,11 @@ impl From<service::Error> for RestError {
             service::Error::AlreadyExists(message)
             | service::Error::FailedPrecondition(message) => Self::Conflict(message),
             service::Error::Unavailable(message) => Self::Unavailable(message),
+            service::Error::Unauthenticated(reason) => Self::Unauthorized {
+                reason,
+                keystone_uri: None,
+            },
+            service::Error::PermissionDenied(reason) => Self::Forbidden(reason),
             service::Error::Internal { reference } => Self::Internal(format!(
                 "The server has either erred or is incapable of performing the requested operation. (reference {reference})"
             )),

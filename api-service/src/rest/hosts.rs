@@ -17,7 +17,7 @@ use super::error::RestError;
 use super::listing::{Listing, everything};
 use super::query::Params;
 use super::segments::segment_id;
-use crate::auth::Action;
+use crate::auth::Operation;
 use crate::domain::{Host, HostFilter, HostId, HostUpdate, NewHost, Segment};
 
 /// The columns Masakari sorts hosts by.
@@ -79,8 +79,7 @@ pub async fn list(
     Path(path): Path<SegmentPath>,
     params: Params,
 ) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:os-hosts:index")
-        .await?;
+    call.allow(&state, Operation::ListHosts).await?;
     let listing = Listing::from_params(&params, SORT_KEYS)?;
     let filter = HostFilter {
         segment_id: Some(segment_id(&path.segment_id)?),
@@ -111,8 +110,7 @@ pub async fn show(
     call: Call,
     Path(path): Path<HostPath>,
 ) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:os-hosts:detail")
-        .await?;
+    call.allow(&state, Operation::GetHost).await?;
     let segment = segment_id(&path.segment_id)?;
     let host = state
         .api
@@ -129,12 +127,7 @@ pub async fn create(
     Path(path): Path<SegmentPath>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, RestError> {
-    call.allow(
-        &state,
-        Action::Administer,
-        "os_masakari_api:os-hosts:create",
-    )
-    .await?;
+    call.allow(&state, Operation::CreateHost).await?;
     let segment = segment_id(&path.segment_id)?;
     let fields = resource(body, "host", FIELDS)?;
     // Masakari requires all three, though `type` and `control_attributes`
@@ -166,12 +159,7 @@ pub async fn update(
     Path(path): Path<HostPath>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, RestError> {
-    call.allow(
-        &state,
-        Action::Administer,
-        "os_masakari_api:os-hosts:update",
-    )
-    .await?;
+    call.allow(&state, Operation::UpdateHost).await?;
     let segment = segment_id(&path.segment_id)?;
     let id = host_id(&path.host_id)?;
     let fields = resource(body, "host", FIELDS)?;
@@ -197,12 +185,7 @@ pub async fn delete(
     call: Call,
     Path(path): Path<HostPath>,
 ) -> Result<Response, RestError> {
-    call.allow(
-        &state,
-        Action::Administer,
-        "os_masakari_api:os-hosts:delete",
-    )
-    .await?;
+    call.allow(&state, Operation::DeleteHost).await?;
     let segment = segment_id(&path.segment_id)?;
     state
         .api

@@ -17,7 +17,7 @@ use super::convert::{self, NOTIFICATION_TYPES, NotificationView, workflow_detail
 use super::error::RestError;
 use super::listing::{Listing, everything};
 use super::query::Params;
-use crate::auth::Action;
+use crate::auth::Operation;
 use crate::domain::{NewNotification, Notification, NotificationFilter, NotificationId};
 
 /// The columns Masakari sorts notifications by.
@@ -92,8 +92,7 @@ pub async fn list(
     call: Call,
     params: Params,
 ) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:notifications:index")
-        .await?;
+    call.allow(&state, Operation::ListNotifications).await?;
     let listing = Listing::from_params(&params, SORT_KEYS)?;
     let api = &state.api;
     let matching = match filter(&params)? {
@@ -117,8 +116,7 @@ pub async fn show(
     call: Call,
     Path(path): Path<NotificationPath>,
 ) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:notifications:detail")
-        .await?;
+    call.allow(&state, Operation::GetNotification).await?;
     let (notification, progress) = state
         .api
         .get_notification(notification_id(&path.notification_id)?)
@@ -136,12 +134,7 @@ pub async fn create(
     call: Call,
     JsonBody(body): JsonBody,
 ) -> Result<Response, RestError> {
-    call.allow(
-        &state,
-        Action::CreateNotification,
-        "os_masakari_api:notifications:create",
-    )
-    .await?;
+    call.allow(&state, Operation::CreateNotification).await?;
     let fields = resource(
         body,
         "notification",

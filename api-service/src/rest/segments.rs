@@ -15,7 +15,7 @@ use super::convert::{self, RECOVERY_METHODS, SegmentView};
 use super::error::RestError;
 use super::listing::{Listing, everything};
 use super::query::Params;
-use crate::auth::Action;
+use crate::auth::Operation;
 use crate::domain::{NewSegment, Segment, SegmentFilter, SegmentId, SegmentUpdate};
 
 /// The columns Masakari sorts segments by.
@@ -57,8 +57,7 @@ pub async fn list(
     call: Call,
     params: Params,
 ) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:segments:index")
-        .await?;
+    call.allow(&state, Operation::ListSegments).await?;
     let listing = Listing::from_params(&params, SORT_KEYS)?;
     let api = &state.api;
     // An unknown recovery method matches no segment, as in Masakari.
@@ -91,8 +90,7 @@ pub async fn show(
     call: Call,
     Path(path): Path<SegmentPath>,
 ) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:segments:detail")
-        .await?;
+    call.allow(&state, Operation::GetSegment).await?;
     let segment = state.api.get_segment(segment_id(&path.segment_id)?).await?;
     Ok(Json(json!({ "segment": SegmentView::from(&segment) })).into_response())
 }
@@ -123,12 +121,7 @@ pub async fn create(
     call: Call,
     JsonBody(body): JsonBody,
 ) -> Result<Response, RestError> {
-    call.allow(
-        &state,
-        Action::Administer,
-        "os_masakari_api:segments:create",
-    )
-    .await?;
+    call.allow(&state, Operation::CreateSegment).await?;
     let fields = resource(body, "segment", allowed(&call))?;
     let new = NewSegment {
         name: fields.string("name")?,
@@ -152,12 +145,7 @@ pub async fn update(
     Path(path): Path<SegmentPath>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, RestError> {
-    call.allow(
-        &state,
-        Action::Administer,
-        "os_masakari_api:segments:update",
-    )
-    .await?;
+    call.allow(&state, Operation::UpdateSegment).await?;
     let id = segment_id(&path.segment_id)?;
     let fields = resource(body, "segment", allowed(&call))?;
     let update = SegmentUpdate {
@@ -183,12 +171,7 @@ pub async fn delete(
     call: Call,
     Path(path): Path<SegmentPath>,
 ) -> Result<Response, RestError> {
-    call.allow(
-        &state,
-        Action::Administer,
-        "os_masakari_api:segments:delete",
-    )
-    .await?;
+    call.allow(&state, Operation::DeleteSegment).await?;
     state
         .api
         .delete_segment(segment_id(&path.segment_id)?)

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::RestState;
 use super::call::{Call, base_url};
 use super::error::{NoVersionHeaders, RestError};
-use crate::auth::Action;
+use crate::auth::Operation;
 
 /// The header, in Masakari's spelling.
 pub const HEADER: &str = "OpenStack-API-Version";
@@ -198,8 +198,7 @@ pub async fn index(headers: HeaderMap, uri: Uri) -> Response {
 
 /// `GET /v1`: this version (authenticated, as in Masakari's pipeline).
 pub async fn show(State(state): State<RestState>, call: Call) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:versions:index")
-        .await?;
+    call.allow(&state, Operation::ListVersions).await?;
     let mut document = version_document();
     if let Some(Value::Array(links)) = document.get_mut("links") {
         links.insert(

@@ -16,7 +16,7 @@ use super::error::RestError;
 use super::listing::{Listing, everything};
 use super::notifications::notification_id;
 use super::query::Params;
-use crate::auth::Action;
+use crate::auth::Operation;
 use crate::domain::{NotificationId, NotificationType, VMove, VMoveFilter, VMoveId};
 
 /// The columns Masakari sorts vmoves by.
@@ -73,8 +73,7 @@ pub async fn list(
     Path(path): Path<NotificationPath>,
     params: Params,
 ) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:vmoves:index")
-        .await?;
+    call.allow(&state, Operation::ListVmoves).await?;
     let listing = Listing::from_params(&params, SORT_KEYS)?;
     let id = host_notification(&state, &path.notification_id).await?;
     // Unknown values match nothing, as Masakari's string comparisons.
@@ -105,8 +104,7 @@ pub async fn show(
     call: Call,
     Path(path): Path<VMovePath>,
 ) -> Result<Response, RestError> {
-    call.allow(&state, Action::Read, "os_masakari_api:vmoves:detail")
-        .await?;
+    call.allow(&state, Operation::GetVmove).await?;
     let notification = host_notification(&state, &path.notification_id).await?;
     let id: VMoveId = path
         .vmove_id

@@ -1,6 +1,7 @@
 //! The service layer's error: what went wrong, in terms a client can act
 //! on. `grpc::error` maps it to a `tonic::Status` in one place.
 
+use crate::auth::AuthError;
 use crate::domain::InvalidField;
 use crate::store;
 
@@ -16,9 +17,15 @@ pub enum Error {
     /// The request is valid but the system's state refuses it.
     #[error("{0}")]
     FailedPrecondition(String),
-    /// A dependency (the database, the engine) is not answering.
+    /// A dependency (the database, the engine, Keystone) is not answering.
     #[error("{0}")]
     Unavailable(String),
+    /// No valid credentials.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// Valid credentials without the role the operation needs.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// A bug or corrupt data; details are in the log, not in the answer.
     #[error("internal error (reference {reference})")]
     Internal { reference: String },
@@ -54,6 +61,16 @@ impl From<store::Error> for Error {
             store::Error::Corrupt { .. } | store::Error::Migrate(_) | store::Error::Database(_) => {
                 Self::internal(&err)
             }
+        }
+    }
+}
+
+impl From<AuthError> for Error {
+    fn from(err: AuthError) -> Self {
+        match err {
+            AuthError::Missing | AuthError::Invalid => Self::Unauthenticated(err.to_string()),
+            AuthError::Forbidden { .. } => Self::PermissionDenied(err.to_string()),
+            AuthError::Unavailable(_) => Self::Unavailable(err.to_string()),
         }
     }
 }

@@ -15,10 +15,11 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use instanceha_api::auth::Operation;
 use instanceha_api::domain::{
     NotificationId, PlannedInstance, RunEvent, SequencedEvent, VMoveType,
 };
-use instanceha_api::grpc::{Rpc, decode_request};
+use instanceha_api::grpc::decode_request;
 use instanceha_proto::v1 as pb;
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -51,24 +52,24 @@ enum Call {
 }
 
 impl Call {
-    fn rpc(&self) -> Rpc {
+    fn rpc(&self) -> Operation {
         match self {
-            Self::CreateSegment(_) => Rpc::CreateSegment,
-            Self::GetSegment(_) => Rpc::GetSegment,
-            Self::ListSegments(_) => Rpc::ListSegments,
-            Self::UpdateSegment(_) => Rpc::UpdateSegment,
-            Self::DeleteSegment(_) => Rpc::DeleteSegment,
-            Self::CreateHost(_) => Rpc::CreateHost,
-            Self::GetHost(_) => Rpc::GetHost,
-            Self::ListHosts(_) => Rpc::ListHosts,
-            Self::UpdateHost(_) => Rpc::UpdateHost,
-            Self::DeleteHost(_) => Rpc::DeleteHost,
-            Self::CreateNotification(_) => Rpc::CreateNotification,
-            Self::GetNotification(_) => Rpc::GetNotification,
-            Self::ListNotifications(_) => Rpc::ListNotifications,
-            Self::WatchNotification(_) => Rpc::WatchNotification,
-            Self::GetVmove(_) => Rpc::GetVmove,
-            Self::ListVmoves(_) => Rpc::ListVmoves,
+            Self::CreateSegment(_) => Operation::CreateSegment,
+            Self::GetSegment(_) => Operation::GetSegment,
+            Self::ListSegments(_) => Operation::ListSegments,
+            Self::UpdateSegment(_) => Operation::UpdateSegment,
+            Self::DeleteSegment(_) => Operation::DeleteSegment,
+            Self::CreateHost(_) => Operation::CreateHost,
+            Self::GetHost(_) => Operation::GetHost,
+            Self::ListHosts(_) => Operation::ListHosts,
+            Self::UpdateHost(_) => Operation::UpdateHost,
+            Self::DeleteHost(_) => Operation::DeleteHost,
+            Self::CreateNotification(_) => Operation::CreateNotification,
+            Self::GetNotification(_) => Operation::GetNotification,
+            Self::ListNotifications(_) => Operation::ListNotifications,
+            Self::WatchNotification(_) => Operation::WatchNotification,
+            Self::GetVmove(_) => Operation::GetVmove,
+            Self::ListVmoves(_) => Operation::ListVmoves,
         }
     }
 
@@ -98,15 +99,15 @@ impl Call {
     fn reads(&self) -> bool {
         matches!(
             self.rpc(),
-            Rpc::GetSegment
-                | Rpc::ListSegments
-                | Rpc::GetHost
-                | Rpc::ListHosts
-                | Rpc::GetNotification
-                | Rpc::ListNotifications
-                | Rpc::WatchNotification
-                | Rpc::GetVmove
-                | Rpc::ListVmoves
+            Operation::GetSegment
+                | Operation::ListSegments
+                | Operation::GetHost
+                | Operation::ListHosts
+                | Operation::GetNotification
+                | Operation::ListNotifications
+                | Operation::WatchNotification
+                | Operation::GetVmove
+                | Operation::ListVmoves
         )
     }
 
@@ -114,8 +115,8 @@ impl Call {
     /// sets nothing).
     fn fields(&self) -> &'static [&'static str] {
         match self.rpc() {
-            Rpc::CreateSegment => &["name", "description", "service_type", "recovery_method"],
-            Rpc::UpdateSegment => &[
+            Operation::CreateSegment => &["name", "description", "service_type", "recovery_method"],
+            Operation::UpdateSegment => &[
                 "id",
                 "name",
                 "description",
@@ -123,16 +124,18 @@ impl Call {
                 "recovery_method",
                 "update",
             ],
-            Rpc::GetSegment | Rpc::DeleteSegment => &["id"],
-            Rpc::ListSegments => &[
+            Operation::GetSegment | Operation::DeleteSegment => &["id"],
+            // Not a gRPC method: `rpc()` never names it.
+            Operation::ListVersions => &[],
+            Operation::ListSegments => &[
                 "page_size",
                 "page_token",
                 "recovery_method",
                 "service_type",
                 "name",
             ],
-            Rpc::CreateHost => &["segment_id", "name", "type", "control_attributes"],
-            Rpc::UpdateHost => &[
+            Operation::CreateHost => &["segment_id", "name", "type", "control_attributes"],
+            Operation::UpdateHost => &[
                 "id",
                 "segment_id",
                 "name",
@@ -140,17 +143,17 @@ impl Call {
                 "control_attributes",
                 "update",
             ],
-            Rpc::GetHost | Rpc::DeleteHost => &["id", "segment_id"],
-            Rpc::ListHosts => &["page_size", "page_token", "segment_id", "type", "name"],
-            Rpc::CreateNotification => &[
+            Operation::GetHost | Operation::DeleteHost => &["id", "segment_id"],
+            Operation::ListHosts => &["page_size", "page_token", "segment_id", "type", "name"],
+            Operation::CreateNotification => &[
                 "type",
                 "hostname",
                 "generated_time",
                 "payload",
                 "idempotency_key",
             ],
-            Rpc::GetNotification | Rpc::WatchNotification => &["id"],
-            Rpc::ListNotifications => &[
+            Operation::GetNotification | Operation::WatchNotification => &["id"],
+            Operation::ListNotifications => &[
                 "page_size",
                 "page_token",
                 "status",
@@ -160,8 +163,8 @@ impl Call {
                 "segment_id",
                 "generated_since",
             ],
-            Rpc::GetVmove => &["notification_id", "id"],
-            Rpc::ListVmoves => &[
+            Operation::GetVmove => &["notification_id", "id"],
+            Operation::ListVmoves => &[
                 "notification_id",
                 "page_size",
                 "page_token",
@@ -175,7 +178,8 @@ impl Call {
         let Some((field, reason)) = message.split_once(": ") else {
             return false;
         };
-        let payload_key = self.rpc() == Rpc::CreateNotification && field.starts_with("payload.");
+        let payload_key =
+            self.rpc() == Operation::CreateNotification && field.starts_with("payload.");
         !reason.trim().is_empty() && (self.fields().contains(&field) || payload_key)
     }
 
@@ -810,7 +814,7 @@ fn check_requests(backend: Backend, cases: u32) {
     let known = rt.block_on(fixture(&mut app));
     let db = rt.block_on(RawDb::open(&url));
     // (RPC, code, the field an INVALID_ARGUMENT named): how often.
-    let answered: RefCell<HashMap<(Rpc, Code, String), u32>> = RefCell::default();
+    let answered: RefCell<HashMap<(Operation, Code, String), u32>> = RefCell::default();
 
     let result = runner(cases).run(&call(&known), |call| {
         let rpc = call.rpc();
@@ -873,7 +877,7 @@ fn check_requests(backend: Backend, cases: u32) {
         panic!("{failure}");
     }
     // Every RPC was exercised.
-    for rpc in Rpc::ALL {
+    for rpc in Operation::grpc() {
         assert!(
             answered.keys().any(|(r, _, _)| *r == rpc),
             "{rpc:?} never generated"

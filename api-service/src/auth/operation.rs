@@ -1,0 +1,231 @@
+//! Every operation of the public API, with what it needs: the action the
+//! roles are checked against, its gRPC path and its Masakari policy name.
+//! The one table both transports read: the gRPC guard looks operations up
+//! by path, the REST handlers name theirs.
+
+use super::Action;
+
+/// An operation of the public API, on either transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    CreateSegment,
+    GetSegment,
+    ListSegments,
+    UpdateSegment,
+    DeleteSegment,
+    CreateHost,
+    GetHost,
+    ListHosts,
+    UpdateHost,
+    DeleteHost,
+    CreateNotification,
+    GetNotification,
+    ListNotifications,
+    WatchNotification,
+    GetVmove,
+    ListVmoves,
+    /// Masakari's `GET /` and `GET /v1` (REST only).
+    ListVersions,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 17] = [
+        Self::CreateSegment,
+        Self::GetSegment,
+        Self::ListSegments,
+        Self::UpdateSegment,
+        Self::DeleteSegment,
+        Self::CreateHost,
+        Self::GetHost,
+        Self::ListHosts,
+        Self::UpdateHost,
+        Self::DeleteHost,
+        Self::CreateNotification,
+        Self::GetNotification,
+        Self::ListNotifications,
+        Self::WatchNotification,
+        Self::GetVmove,
+        Self::ListVmoves,
+        Self::ListVersions,
+    ];
+
+    /// What the caller's roles are checked against.
+    pub fn action(self) -> Action {
+        match self {
+            Self::GetSegment
+            | Self::ListSegments
+            | Self::GetHost
+            | Self::ListHosts
+            | Self::GetNotification
+            | Self::ListNotifications
+            | Self::WatchNotification
+            | Self::GetVmove
+            | Self::ListVmoves
+            | Self::ListVersions => Action::Read,
+            Self::CreateNotification => Action::CreateNotification,
+            Self::CreateSegment
+            | Self::UpdateSegment
+            | Self::DeleteSegment
+            | Self::CreateHost
+            | Self::UpdateHost
+            | Self::DeleteHost => Action::Administer,
+        }
+    }
+
+    /// The gRPC path, `/instanceha.v1.Service/Method`; `None` for an
+    /// operation only the REST facade has.
+    pub fn grpc_path(self) -> Option<&'static str> {
+        Some(match self {
+            Self::CreateSegment => "/instanceha.v1.SegmentService/CreateSegment",
+            Self::GetSegment => "/instanceha.v1.SegmentService/GetSegment",
+            Self::ListSegments => "/instanceha.v1.SegmentService/ListSegments",
+            Self::UpdateSegment => "/instanceha.v1.SegmentService/UpdateSegment",
+            Self::DeleteSegment => "/instanceha.v1.SegmentService/DeleteSegment",
+            Self::CreateHost => "/instanceha.v1.HostService/CreateHost",
+            Self::GetHost => "/instanceha.v1.HostService/GetHost",
+            Self::ListHosts => "/instanceha.v1.HostService/ListHosts",
+            Self::UpdateHost => "/instanceha.v1.HostService/UpdateHost",
+            Self::DeleteHost => "/instanceha.v1.HostService/DeleteHost",
+            Self::CreateNotification => "/instanceha.v1.NotificationService/CreateNotification",
+            Self::GetNotification => "/instanceha.v1.NotificationService/GetNotification",
+            Self::ListNotifications => "/instanceha.v1.NotificationService/ListNotifications",
+            Self::WatchNotification => "/instanceha.v1.NotificationService/WatchNotification",
+            Self::GetVmove => "/instanceha.v1.VmoveService/GetVmove",
+            Self::ListVmoves => "/instanceha.v1.VmoveService/ListVmoves",
+            Self::ListVersions => return None,
+        })
+    }
+
+    /// Masakari's policy name, quoted when the REST facade refuses a call;
+    /// `None` for an operation only gRPC has.
+    pub fn masakari_policy(self) -> Option<&'static str> {
+        Some(match self {
+            Self::CreateSegment => "os_masakari_api:segments:create",
+            Self::GetSegment => "os_masakari_api:segments:detail",
+            Self::ListSegments => "os_masakari_api:segments:index",
+            Self::UpdateSegment => "os_masakari_api:segments:update",
+            Self::DeleteSegment => "os_masakari_api:segments:delete",
+            Self::CreateHost => "os_masakari_api:os-hosts:create",
+            Self::GetHost => "os_masakari_api:os-hosts:detail",
+            Self::ListHosts => "os_masakari_api:os-hosts:index",
+            Self::UpdateHost => "os_masakari_api:os-hosts:update",
+            Self::DeleteHost => "os_masakari_api:os-hosts:delete",
+            Self::CreateNotification => "os_masakari_api:notifications:create",
+            Self::GetNotification => "os_masakari_api:notifications:detail",
+            Self::ListNotifications => "os_masakari_api:notifications:index",
+            Self::GetVmove => "os_masakari_api:vmoves:detail",
+            Self::ListVmoves => "os_masakari_api:vmoves:index",
+            Self::ListVersions => "os_masakari_api:versions:index",
+            Self::WatchNotification => return None,
+        })
+    }
+
+    /// The operation served at a gRPC path.
+    pub fn of_grpc_path(path: &str) -> Option<Operation> {
+        Self::ALL
+            .into_iter()
+            .find(|op| op.grpc_path() == Some(path))
+    }
+
+    /// The operations with a gRPC method.
+    pub fn grpc() -> impl Iterator<Item = Operation> {
+        Self::ALL.into_iter().filter(|op| op.grpc_path().is_some())
+    }
+}
+
+/// What a gRPC call needs, by its path: `None` for the open services
+/// (health for probes, reflection for discovery), the operation's action,
+/// or the most for an unknown path.
+pub fn grpc_action(path: &str) -> Option<Action> {
+    if OPEN_SERVICES.iter().any(|service| {
+        path.strip_prefix(service)
+            .is_some_and(|m| m.starts_with('/'))
+    }) {
+        return None;
+    }
+    Some(
+        Operation::of_grpc_path(path)
+            .map(Operation::action)
+            .unwrap_or(Action::Administer),
+    )
+}
+
+/// Services anyone may call.
+const OPEN_SERVICES: [&str; 3] = [
+    "/grpc.health.v1.Health",
+    "/grpc.reflection.v1.ServerReflection",
+    "/grpc.reflection.v1alpha.ServerReflection",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_has_a_path_or_a_policy_and_paths_are_unique() {
+        for op in Operation::ALL {
+            assert!(
+                op.grpc_path().is_some() || op.masakari_policy().is_some(),
+                "{op:?}"
+            );
+            if let Some(path) = op.grpc_path() {
+                assert_eq!(Operation::of_grpc_path(path), Some(op));
+            }
+        }
+        assert_eq!(Operation::grpc().count(), 16);
+    }
+
+    #[test]
+    fn every_rpc_has_its_action() {
+        use Action::*;
+        let table = [
+            (
+                "/instanceha.v1.SegmentService/CreateSegment",
+                Some(Administer),
+            ),
+            ("/instanceha.v1.SegmentService/GetSegment", Some(Read)),
+            ("/instanceha.v1.SegmentService/ListSegments", Some(Read)),
+            (
+                "/instanceha.v1.SegmentService/UpdateSegment",
+                Some(Administer),
+            ),
+            (
+                "/instanceha.v1.SegmentService/DeleteSegment",
+                Some(Administer),
+            ),
+            ("/instanceha.v1.HostService/CreateHost", Some(Administer)),
+            ("/instanceha.v1.HostService/GetHost", Some(Read)),
+            ("/instanceha.v1.HostService/ListHosts", Some(Read)),
+            ("/instanceha.v1.HostService/UpdateHost", Some(Administer)),
+            ("/instanceha.v1.HostService/DeleteHost", Some(Administer)),
+            (
+                "/instanceha.v1.NotificationService/CreateNotification",
+                Some(CreateNotification),
+            ),
+            (
+                "/instanceha.v1.NotificationService/GetNotification",
+                Some(Read),
+            ),
+            (
+                "/instanceha.v1.NotificationService/ListNotifications",
+                Some(Read),
+            ),
+            (
+                "/instanceha.v1.NotificationService/WatchNotification",
+                Some(Read),
+            ),
+            ("/instanceha.v1.VmoveService/GetVmove", Some(Read)),
+            ("/instanceha.v1.VmoveService/ListVmoves", Some(Read)),
+            ("/grpc.health.v1.Health/Check", None),
+            (
+                "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                None,
+            ),
+            ("/grpc.health.v1.HealthX/Check", Some(Administer)),
+            ("/something.Else/Method", Some(Administer)),
+        ];
+        for (path, action) in table {
+            assert_eq!(grpc_action(path), action, "{path}");
+        }
+    }
+}
