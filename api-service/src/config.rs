@@ -7,9 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use figment::Figment;
-use figment::providers::{Format, Serialized, Toml};
-use instanceha_runtime::environment::SettingsEnvironment;
+use instanceha_runtime::environment::{self, LoadError, SettingsEnvironment};
 use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use serde::{Deserialize, Serialize};
 
@@ -106,34 +104,33 @@ pub enum Error {
     Invalid(String),
 }
 
+impl From<LoadError> for Error {
+    fn from(err: LoadError) -> Self {
+        match err {
+            LoadError::File { path, reason } => Self::File { path, reason },
+            LoadError::Invalid(reason) => Self::Invalid(reason),
+        }
+    }
+}
+
 impl Settings {
     /// Reads the settings: defaults, `file` (if given), `INSTANCEHA_*`
     /// variables, then `overrides`.
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, Error> {
-        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
-        if let Some(path) = file {
-            if !path.is_file() {
-                return Err(Error::File {
-                    path: path.to_owned(),
-                    reason: "no such file".to_owned(),
-                });
-            }
-            figment = figment.merge(Toml::file_exact(path));
-        }
-        figment = figment.merge(environment().provider());
+        let mut flags: Vec<(&str, String)> = Vec::new();
         if let Some(listen) = overrides.listen {
-            figment = figment.merge(("listen", listen.to_string()));
+            flags.push(("listen", listen.to_string()));
         }
         if let Some(url) = &overrides.database_url {
-            figment = figment.merge(("database.url", url));
+            flags.push(("database.url", url.clone()));
         }
         if let Some(format) = &overrides.log_format {
-            figment = figment.merge(("log.format", format));
+            flags.push(("log.format", format.clone()));
         }
         if let Some(url) = &overrides.engine_url {
-            figment = figment.merge(("dispatch.engine_url", url));
+            flags.push(("dispatch.engine_url", url.clone()));
         }
-        let settings: Settings = figment.extract().map_err(|e| Error::Invalid(describe(e)))?;
+        let settings: Settings = environment::load(&env_settings(), file, &flags)?;
         settings.validate()?;
         Ok(settings)
     }
@@ -182,26 +179,6 @@ impl Settings {
     }
 }
 
-/// figment's error, one line per problem, each naming the key.
-fn describe(err: figment::Error) -> String {
-    err.into_iter()
-        .map(|e| {
-            let key = e.path.join(".");
-            let source = e
-                .metadata
-                .as_ref()
-                .map(|m| format!(" (from {})", m.name))
-                .unwrap_or_default();
-            if key.is_empty() {
-                format!("{}{source}", e.kind)
-            } else {
-                format!("{key}: {}{source}", e.kind)
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 /// The prefix of the environment variables that set settings:
 /// `INSTANCEHA_DATABASE__URL` sets `database.url`.
 const ENV_PREFIX: &str = "INSTANCEHA_";
@@ -209,14 +186,14 @@ const ENV_PREFIX: &str = "INSTANCEHA_";
 /// The `INSTANCEHA_*` variables: only those naming a settings section
 /// (`listen`, `log`, ...) set something; [`ignored_variables`] lists the
 /// others (a typo, another tool's variable) so that they are reported.
-fn environment() -> SettingsEnvironment {
+fn env_settings() -> SettingsEnvironment {
     SettingsEnvironment::new(ENV_PREFIX, &Settings::default(), &["ENGINE_"])
 }
 
 /// The `INSTANCEHA_*` variables that are set but name no setting, so were
 /// ignored (the configuration file's own `INSTANCEHA_CONFIG` is not listed).
 pub fn ignored_variables() -> Vec<String> {
-    environment().ignored_variables()
+    env_settings().ignored_variables()
 }
 
 #[cfg(test)]
@@ -225,7 +202,7 @@ mod tests {
 
     #[test]
     fn only_variables_naming_a_section_are_settings() {
-        let env = environment();
+        let env = env_settings();
         let sections = env.sections();
         for section in [
             "listen",

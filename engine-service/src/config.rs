@@ -8,9 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use figment::Figment;
-use figment::providers::{Format, Serialized, Toml};
-use instanceha_runtime::environment::SettingsEnvironment;
+use instanceha_runtime::environment::{self, LoadError, SettingsEnvironment};
 use instanceha_runtime::shutdown::ShutdownSettings;
 use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use instanceha_runtime::tls::ServerTlsSettings;
@@ -242,6 +240,15 @@ pub enum Error {
     Credentials(#[from] credentials::Error),
 }
 
+impl From<LoadError> for Error {
+    fn from(err: LoadError) -> Self {
+        match err {
+            LoadError::File { path, reason } => Self::File { path, reason },
+            LoadError::Invalid(reason) => Self::Invalid(reason),
+        }
+    }
+}
+
 /// Settings given as flags; they win over everything else.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Overrides {
@@ -252,41 +259,17 @@ pub struct Overrides {
 
 impl Settings {
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, Error> {
-        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
-        if let Some(path) = file {
-            if !path.is_file() {
-                return Err(Error::File {
-                    path: path.to_owned(),
-                    reason: "no such file".to_owned(),
-                });
-            }
-            figment = figment.merge(Toml::file_exact(path));
-        }
-        figment = figment.merge(environment().provider());
+        let mut flags: Vec<(&str, String)> = Vec::new();
         if let Some(listen) = overrides.listen {
-            figment = figment.merge(("listen", listen.to_string()));
+            flags.push(("listen", listen.to_string()));
         }
         if let Some(cloud) = &overrides.cloud {
-            figment = figment.merge(("openstack.cloud", cloud));
+            flags.push(("openstack.cloud", cloud.clone()));
         }
         if let Some(format) = &overrides.log_format {
-            figment = figment.merge(("log.format", format));
+            flags.push(("log.format", format.clone()));
         }
-        let settings: Settings = figment.extract().map_err(|e| {
-            Error::Invalid(
-                e.into_iter()
-                    .map(|e| {
-                        let key = e.path.join(".");
-                        if key.is_empty() {
-                            e.kind.to_string()
-                        } else {
-                            format!("{key}: {}", e.kind)
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })?;
+        let settings: Settings = environment::load(&env_settings(), file, &flags)?;
         settings.validate()?;
         Ok(settings)
     }
@@ -424,20 +407,20 @@ impl Settings {
 }
 
 /// The prefix of the environment variables that set settings:
-/// `INSTANCEHA_ENGINE_DATABASE__URL` sets `database.url`.
+/// `INSTANCEHA_ENGINE_RECOVERY__POLL_INTERVAL` sets `recovery.poll_interval`.
 const ENV_PREFIX: &str = "INSTANCEHA_ENGINE_";
 
 /// The `INSTANCEHA_ENGINE_*` variables: only those naming a settings section
 /// (`listen`, `log`, ...) set something; [`ignored_variables`] lists the
 /// others (a typo, another tool's variable) so that they are reported.
-fn environment() -> SettingsEnvironment {
+fn env_settings() -> SettingsEnvironment {
     SettingsEnvironment::new(ENV_PREFIX, &Settings::default(), &[])
 }
 
 /// The `INSTANCEHA_ENGINE_*` variables that are set but name no setting, so were
 /// ignored (the configuration file's own `INSTANCEHA_ENGINE_CONFIG` is not listed).
 pub fn ignored_variables() -> Vec<String> {
-    environment().ignored_variables()
+    env_settings().ignored_variables()
 }
 
 #[cfg(test)]
@@ -446,7 +429,7 @@ mod tests {
 
     #[test]
     fn only_variables_naming_a_section_are_settings() {
-        let env = environment();
+        let env = env_settings();
         let sections = env.sections();
         for section in [
             "listen",

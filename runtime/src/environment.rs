@@ -1,10 +1,73 @@
-//! Settings from environment variables, as both services read them:
-//! `PREFIX` + `section__key` sets `section.key`, only for the settings'
-//! top-level sections, and the variables of the prefix that name no
-//! setting are listed so that a typo is reported, not silently lost.
+//! How both services read their settings: defaults, then a TOML file,
+//! then environment variables (`PREFIX` + `section__key` sets
+//! `section.key`, only for the settings' top-level sections), then flags.
+//! The variables of the prefix that name no setting are listed so that a
+//! typo is reported, not silently lost; a bad value is reported naming its
+//! key and where it came from.
 
-use figment::providers::Env;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format as _, Serialized, Toml};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Settings that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("configuration file {path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    /// One line per problem, each naming the key and its source.
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+/// Reads settings shaped like `S`: its defaults, `file` (if given), the
+/// variables of `environment`, then `flags` (`("section.key", value)`,
+/// which win over everything).
+pub fn load<S: Serialize + DeserializeOwned + Default>(
+    environment: &SettingsEnvironment,
+    file: Option<&Path>,
+    flags: &[(&str, String)],
+) -> Result<S, LoadError> {
+    let mut figment = Figment::from(Serialized::defaults(S::default()));
+    if let Some(path) = file {
+        if !path.is_file() {
+            return Err(LoadError::File {
+                path: path.to_owned(),
+                reason: "no such file".to_owned(),
+            });
+        }
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    figment = figment.merge(environment.provider());
+    for (key, value) in flags {
+        figment = figment.merge((*key, value));
+    }
+    figment
+        .extract()
+        .map_err(|e| LoadError::Invalid(describe(e)))
+}
+
+/// figment's error, one line per problem, each naming the key.
+fn describe(err: figment::Error) -> String {
+    err.into_iter()
+        .map(|e| {
+            let key = e.path.join(".");
+            let source = e
+                .metadata
+                .as_ref()
+                .map(|m| format!(" (from {})", m.name))
+                .unwrap_or_default();
+            if key.is_empty() {
+                format!("{}{source}", e.kind)
+            } else {
+                format!("{key}: {}{source}", e.kind)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
 
 /// The environment variables of one service's settings.
 #[derive(Clone, Debug)]
