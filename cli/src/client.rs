@@ -192,7 +192,7 @@ impl BearerToken {
             None => None,
             Some(token) => {
                 let mut value: MetadataValue<Ascii> =
-                    format!("Bearer {}", token.secret()).parse().ok()?;
+                    format!("Bearer {}", token.expose()).parse().ok()?;
                 value.set_sensitive(true);
                 Some(value)
             }

@@ -4,7 +4,6 @@
 //! `~/.config/instanceha/cli.toml`), which wins over the defaults. Every
 //! error names the setting and where it came from; none shows the token.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,26 +15,9 @@ use crate::output::Format;
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:15869";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A bearer token. It never appears in `Debug` output or messages.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
-
-impl Token {
-    pub fn new(secret: impl Into<String>) -> Self {
-        Self(secret.into())
-    }
-
-    /// The secret, for the `authorization` header only.
-    pub fn secret(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(<redacted>)")
-    }
-}
+/// A bearer token: the one secret type, which never appears in `Debug`
+/// output or messages.
+pub type Token = instanceha_runtime::secret::Secret;
 
 /// What the flags and environment variables said (`None`: not given).
 #[derive(Clone, Debug, Default)]
@@ -130,7 +112,7 @@ impl Settings {
             (None, Some(secret)) => Some(Token::new(secret)),
             (None, None) => None,
         };
-        let token = token.filter(|t| !t.secret().is_empty());
+        let token = token.filter(|t| !t.expose().is_empty());
         if let Some(token) = &token {
             check_token(token).map_err(|reason| Error::Invalid {
                 setting: "token",
@@ -219,7 +201,7 @@ fn check_endpoint(endpoint: String) -> Result<String, String> {
 /// The token must fit in an HTTP header.
 fn check_token(token: &Token) -> Result<(), String> {
     if token
-        .secret()
+        .expose()
         .bytes()
         .all(|b| b.is_ascii_graphic() || b == b' ')
     {

@@ -15,8 +15,9 @@ use chrono::Utc;
 use clap::{Args, ValueEnum};
 use instanceha_api::auth::{AuthMode, token_sha256};
 use instanceha_engine::recovery::Engine;
+use instanceha_runtime::secret::Secret;
 use openstack_client::OpenStack;
-use openstack_client::credentials::{AuthSettings, Secret};
+use openstack_client::credentials::AuthSettings;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use openstack_sim::{
     ErrorBody, EvacuationFailure, FaultEffect, FaultRule, FaultService, Scenario, Sim,

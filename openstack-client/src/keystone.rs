@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use super::catalog::CatalogEntry;
-use super::credentials::{AppCredentialUser, Credentials, Domain, Project, Secret};
+use instanceha_runtime::secret::Secret;
+
+use super::credentials::{AppCredentialUser, Credentials, Domain, Project};
 use super::error::{Call, Error};
 use super::retry::{RetryPolicy, parse_retry_after};
 

@@ -10,6 +10,7 @@ pub mod environment;
 pub mod listen;
 pub mod panic;
 pub mod propagation;
+pub mod secret;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;

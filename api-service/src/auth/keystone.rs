@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use openstack_client::credentials::Secret;
+use instanceha_runtime::secret::Secret;
 use openstack_client::keystone::Keystone;
 use openstack_client::retry::RetryPolicy;
 

@@ -4,7 +4,8 @@
 
 use instanceha_api::auth::{AuthMode, token_sha256};
 use instanceha_proto::v1 as pb;
-use openstack_client::credentials::{AuthSettings as Credentials, Secret};
+use instanceha_runtime::secret::Secret;
+use openstack_client::credentials::AuthSettings as Credentials;
 use openstack_client::keystone::Keystone;
 use openstack_client::retry::RetryPolicy;
 use openstack_sim::{ErrorBody, FaultEffect, FaultRule, FaultService, Scenario, Sim};

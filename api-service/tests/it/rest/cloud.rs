@@ -10,11 +10,12 @@ use std::time::Duration;
 use instanceha_api::auth::AuthMode;
 use instanceha_api::config::Settings as ApiSettings;
 use instanceha_engine::config::Settings as EngineSettings;
-use instanceha_engine::openstack::OpenStack;
-use instanceha_engine::openstack::credentials::{AuthSettings, Secret};
-use instanceha_engine::openstack::retry::RetryPolicy;
 use instanceha_engine::recovery::Engine;
 use instanceha_proto::v1 as pb;
+use instanceha_runtime::secret::Secret;
+use openstack_client::OpenStack;
+use openstack_client::credentials::AuthSettings;
+use openstack_client::retry::RetryPolicy;
 use openstack_sim::Scenario;
 use openstack_sim::Sim;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
@@ -145,7 +146,7 @@ impl Cloud {
                 settings.auth.keystone = openstack_client::credentials::AuthSettings {
                     auth_url: Some(sim.auth_url()),
                     username: Some("nova".into()),
-                    password: Some(openstack_client::credentials::Secret::new("secret")),
+                    password: Some(instanceha_runtime::secret::Secret::new("secret")),
                     project_name: Some("service".into()),
                     user_domain_name: Some("Default".into()),
                     project_domain_name: Some("Default".into()),
