@@ -1,87 +1,23 @@
 //! The services' configuration files for a run: the products' defaults,
 //! except the simulator's credentials, `[auth] mode = "none"`, and, when
 //! the simulator runs `speed` times faster than real time, every setting
-//! that paces a recovery divided by the same factor (so that the engine
-//! polls Nova as often per simulated second as it would per real second).
-
-use std::time::Duration;
+//! that paces a recovery divided by the same factor, as the test kit paces
+//! them (`instanceha_testkit::settings::Pacing`).
 
 use instanceha_api::config::Settings as ApiSettings;
-use instanceha_engine::config::Settings as EngineSettings;
+use instanceha_testkit::settings::Pacing as Paced;
 
-/// How the recovery-pacing settings are set for a simulator running
-/// `speed` times faster than real time.
+/// The pacing of the services' files: the test kit's, written as TOML.
 #[derive(Clone, Debug)]
 pub struct Pacing {
     pub speed: f64,
 }
 
-/// The paced settings, `(service, key)`, with their products' defaults
-/// (read from the crates, so that the benchmark follows them).
-pub fn paced() -> Vec<(&'static str, &'static str, Duration)> {
-    let engine = EngineSettings::default();
-    let api = ApiSettings::default();
-    vec![
-        (
-            "engine",
-            "recovery.poll_interval",
-            engine.recovery.poll_interval,
-        ),
-        (
-            "engine",
-            "recovery.evacuation_timeout",
-            engine.recovery.evacuation_timeout,
-        ),
-        (
-            "engine",
-            "recovery.power_timeout",
-            engine.recovery.power_timeout,
-        ),
-        (
-            "engine",
-            "host_failure.service_down_timeout",
-            engine.host_failure.service_down_timeout,
-        ),
-        (
-            "engine",
-            "host_failure.wait_after_service_update",
-            engine.host_failure.wait_after_service_update,
-        ),
-        (
-            "engine",
-            "openstack.retry.initial_backoff",
-            engine.openstack.retry.initial_backoff,
-        ),
-        (
-            "engine",
-            "openstack.retry.max_backoff",
-            engine.openstack.retry.max_backoff,
-        ),
-        (
-            "engine",
-            "openstack.retry.max_retry_after",
-            engine.openstack.retry.max_retry_after,
-        ),
-        ("api", "dispatch.retry_delay", api.dispatch.retry_delay),
-        (
-            "api",
-            "dispatch.max_retry_delay",
-            api.dispatch.max_retry_delay,
-        ),
-        ("api", "dispatch.scan_interval", api.dispatch.scan_interval),
-        ("api", "dispatch.run_timeout", api.dispatch.run_timeout),
-    ]
-}
-
 impl Pacing {
+    /// The paced value of `key`, in humantime (whole microseconds).
     fn value(&self, key: &str) -> String {
-        let (_, _, default) = paced()
-            .into_iter()
-            .find(|(_, k, _)| *k == key)
-            .expect("a paced setting");
-        let scaled = default.as_secs_f64() / self.speed;
-        // humantime: whole microseconds.
-        format!("{}us", (scaled * 1e6).round() as u64)
+        let paced = Paced { speed: self.speed }.value(key);
+        format!("{}us", paced.as_micros())
     }
 
     /// `instanceha-engine`'s file for the simulator at `auth_url`.

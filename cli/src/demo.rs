@@ -8,21 +8,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use chrono::Utc;
 use clap::{Args, ValueEnum};
 use instanceha_api::auth::{AuthMode, token_sha256};
-use instanceha_engine::recovery::Engine;
-use instanceha_runtime::secret::Secret;
-use openstack_client::OpenStack;
-use openstack_client::credentials::AuthSettings;
+use instanceha_testkit::process::Process;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use openstack_sim::{
     ErrorBody, EvacuationFailure, FaultEffect, FaultRule, FaultService, Scenario, Sim,
 };
-use tokio::sync::oneshot;
 
 use crate::client::Client;
 use crate::commands::Context;
@@ -115,133 +110,36 @@ pub fn scenario(instances: u32, speed: f64, seed: u64) -> Result<Scenario, Strin
     builder.build().map_err(|e| e.to_string())
 }
 
-/// A service on its own runtime, so the demo's services run like the three
-/// processes they are in production.
-struct Service {
-    runtime: Option<tokio::runtime::Runtime>,
-    addr: SocketAddr,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Demo(format!("cannot start a runtime: {e}")))
-}
-
-async fn start_engine(sim: &Sim, speed: f64) -> Result<Service, Error> {
-    let mut settings = instanceha_engine::config::Settings {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        ..Default::default()
-    };
-    let user = |name: &str, project: &str| AuthSettings {
-        auth_url: Some(sim.auth_url()),
-        username: Some(name.to_owned()),
-        password: Some(Secret::new("secret")),
-        project_name: Some(project.to_owned()),
-        user_domain_name: Some("Default".to_owned()),
-        project_domain_name: Some("Default".to_owned()),
-        ..AuthSettings::default()
-    };
-    settings.openstack.auth = user("admin", "admin");
-    settings.openstack.service_auth = Some(user("nova", "service"));
-    settings.openstack.interfaces = vec!["public".to_owned()];
-    // Polls at the simulated cloud's pace, as one second would be in real
-    // time; retries are short so that the failure path shows quickly.
+/// The engine against `sim`, polling at the simulated cloud's pace (as one
+/// second would be in real time); retries are short so that the failure
+/// path shows quickly.
+async fn start_engine(sim: &Sim, speed: f64) -> Result<Process, Error> {
+    let mut settings = instanceha_testkit::settings::engine_for(sim);
     settings.recovery.poll_interval = Duration::from_secs_f64((1.0 / speed).max(0.02));
     settings.openstack.retry.initial_backoff = Duration::from_millis(100);
     settings.openstack.retry.max_backoff = Duration::from_millis(400);
     settings.openstack.retry.max_retry_after = Duration::from_secs(1);
-    let (credentials, service, client) = settings
-        .openstack_client(&BTreeMap::new())
-        .map_err(|e| Error::Demo(e.to_string()))?;
-    let runtime = runtime()?;
-    let (tx, rx) = oneshot::channel();
-    runtime.spawn(async move {
-        let started = async {
-            let openstack =
-                OpenStack::new(credentials, service, client).map_err(|e| e.to_string())?;
-            let engine = Engine::new(
-                openstack,
-                settings.recovery_settings(),
-                settings.recovery.max_concurrent_instances_total,
-            );
-            instanceha_engine::server::Server::bind(settings.listen, engine)
-                .await
-                .map_err(|e| e.to_string())
-        };
-        match started.await {
-            Ok(server) => {
-                let _ = tx.send(Ok(server.local_addr()));
-                if let Err(e) = server.run(std::future::pending::<()>()).await {
-                    eprintln!("instanceha-engine stopped: {e}");
-                }
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e));
-            }
-        }
-    });
-    let addr = rx
+    instanceha_testkit::process::start_engine(settings)
         .await
-        .map_err(|_| Error::Demo("the engine did not start".to_owned()))?
-        .map_err(|e| Error::Demo(format!("the engine did not start: {e}")))?;
-    Ok(Service {
-        runtime: Some(runtime),
-        addr,
-    })
+        .map_err(|e| Error::Demo(e.to_string()))
 }
 
+/// The API on an SQLite file, with static tokens, dispatching to `engine`.
 async fn start_api(
     database: &std::path::Path,
     tokens: &std::path::Path,
-    engine: SocketAddr,
-) -> Result<Service, Error> {
-    let mut settings = instanceha_api::config::Settings {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        ..Default::default()
-    };
-    settings.database.url = format!("sqlite://{}", database.display());
-    // Demos may run side by side; Masakari's fixed REST port would clash.
-    settings.rest.listen = "127.0.0.1:0".parse().expect("an address");
+    engine: std::net::SocketAddr,
+) -> Result<Process, Error> {
+    let mut settings =
+        instanceha_testkit::settings::api_for(&format!("sqlite://{}", database.display()), engine);
     settings.auth.mode = AuthMode::Static;
     settings.auth.static_tokens_file = Some(tokens.to_owned());
-    settings.dispatch.engine_url = format!("http://{engine}");
     settings.dispatch.replica_id = Some("demo".to_owned());
     settings.dispatch.retry_delay = Duration::from_millis(200);
     settings.dispatch.scan_interval = Duration::from_millis(500);
-    let runtime = runtime()?;
-    let (tx, rx) = oneshot::channel();
-    runtime.spawn(async move {
-        match instanceha_api::server::Server::bind(&settings).await {
-            Ok(server) => {
-                let _ = tx.send(Ok(server.local_addr()));
-                if let Err(e) = server.run(std::future::pending::<()>()).await {
-                    eprintln!("instanceha-api stopped: {e}");
-                }
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e.to_string()));
-            }
-        }
-    });
-    let addr = rx
+    instanceha_testkit::process::start_api(settings)
         .await
-        .map_err(|_| Error::Demo("the API did not start".to_owned()))?
-        .map_err(|e| Error::Demo(format!("the API did not start: {e}")))?;
-    Ok(Service {
-        runtime: Some(runtime),
-        addr,
-    })
+        .map_err(|e| Error::Demo(e.to_string()))
 }
 
 fn unavailable() -> FaultEffect {

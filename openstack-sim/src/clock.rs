@@ -1,6 +1,10 @@
 //! Simulated time: a clock that runs `speed` times faster than the wall clock and can jump ahead.
+//! It reads Tokio's clock, so a test on a paused runtime drives the simulated cloud's time too
+//! (`tokio::time::pause`, `advance`): hours of simulated outage cost no real time.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use chrono::{DateTime, Utc};
 

@@ -50,8 +50,6 @@ use pb::vmove_service_client::VmoveServiceClient;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-use crate::harness;
-
 /// A scenario's notification must be terminal within this.
 const BOUND: Duration = Duration::from_secs(90);
 /// The engine's per-request timeout: a hung call costs this per attempt.
@@ -338,7 +336,8 @@ fn world(speed: f64) -> Scenario {
 }
 
 fn engine_settings(sim: &Sim, site: Site) -> EngineSettings {
-    let mut settings = harness::engine_settings(sim, "127.0.0.1:0".parse().unwrap());
+    let mut settings =
+        instanceha_testkit::cloud::engine_settings(sim, "127.0.0.1:0".parse().unwrap());
     settings.openstack.request_timeout = REQUEST_TIMEOUT;
     settings.openstack.retry = RetryPolicy {
         max_attempts: MAX_ATTEMPTS,
@@ -448,11 +447,15 @@ async fn run_scenario(spec: Spec, dir: &Path) -> Outcome {
     let engine = serve_engine(engine_settings(&sim, spec.site), stop.clone()).await;
     let database_url = format!("sqlite://{}", dir.join("api.db").display());
     let api = serve_api(
-        harness::api_settings(&database_url, engine, "127.0.0.1:0".parse().unwrap()),
+        instanceha_testkit::cloud::api_settings(
+            &database_url,
+            engine,
+            "127.0.0.1:0".parse().unwrap(),
+        ),
         stop.clone(),
     )
     .await;
-    let channel = harness::connect(api).await;
+    let channel = instanceha_testkit::cloud::connect(api).await;
     let mut notifications = NotificationServiceClient::new(channel.clone());
     let mut vmoves_client = VmoveServiceClient::new(channel.clone());
     segment(channel).await;
@@ -488,7 +491,7 @@ async fn run_scenario(spec: Spec, dir: &Path) -> Outcome {
         pb::CreateNotificationRequest {
             r#type: pb::NotificationType::Vm as i32,
             hostname: FAILED_HOST.into(),
-            generated_time: Some(harness::now()),
+            generated_time: Some(instanceha_testkit::cloud::now()),
             payload: [
                 ("instance_uuid", ids.victim.as_str()),
                 ("event", "LIFECYCLE"),
@@ -504,7 +507,7 @@ async fn run_scenario(spec: Spec, dir: &Path) -> Outcome {
         pb::CreateNotificationRequest {
             r#type: pb::NotificationType::ComputeHost as i32,
             hostname: FAILED_HOST.into(),
-            generated_time: Some(harness::now()),
+            generated_time: Some(instanceha_testkit::cloud::now()),
             payload: [
                 ("event", "STOPPED"),
                 ("host_status", "NORMAL"),
@@ -578,7 +581,7 @@ async fn run_scenario(spec: Spec, dir: &Path) -> Outcome {
         .count();
     let mut notes = Vec::new();
     for v in &vmoves {
-        if harness::vmove_status(v) == pb::VmoveStatus::Ignored
+        if instanceha_testkit::check::vmove_status(v) == pb::VmoveStatus::Ignored
             && let Some(i) = world.instance(&v.instance_id)
         {
             notes.push(format!(
@@ -609,7 +612,7 @@ async fn run_scenario(spec: Spec, dir: &Path) -> Outcome {
         status: notification
             .as_ref()
             .map(|n| {
-                harness::status(n)
+                instanceha_testkit::check::status(n)
                     .as_str_name()
                     .trim_start_matches("NOTIFICATION_STATUS_")
                     .to_lowercase()
@@ -650,12 +653,12 @@ fn retry_gap(log: &[openstack_sim::RequestRecord], fault_ids: &[u64]) -> Option<
 }
 
 async fn segment(channel: Channel) {
-    harness::auto_segment(channel, &[FAILED_HOST, "compute-02"]).await;
+    instanceha_testkit::cloud::auto_segment(channel, &[FAILED_HOST, "compute-02"]).await;
 }
 
 fn is_terminal(n: &pb::Notification) -> bool {
     matches!(
-        harness::status(n),
+        instanceha_testkit::check::status(n),
         pb::NotificationStatus::Finished
             | pb::NotificationStatus::Failed
             | pb::NotificationStatus::Ignored
@@ -672,7 +675,7 @@ fn short(name: &str) -> &str {
 }
 
 fn letter(v: &pb::Vmove) -> &'static str {
-    match harness::vmove_status(v) {
+    match instanceha_testkit::check::vmove_status(v) {
         pb::VmoveStatus::Pending => "PENDING",
         pb::VmoveStatus::Ongoing => "ONGOING",
         pb::VmoveStatus::Succeeded => "ok",
@@ -746,7 +749,7 @@ pub fn invariant_violations(
 ) -> Vec<String> {
     let find = |id: &str| servers.iter().find(|s| s.id == id);
     let mut wrong = Vec::new();
-    let status = harness::status(n);
+    let status = instanceha_testkit::check::status(n);
     if !is_terminal(n) {
         wrong.push(format!(
             "not terminal within {}s: still {status:?} ({})",
@@ -755,7 +758,7 @@ pub fn invariant_violations(
         ));
     }
     for v in vmoves {
-        let vs = harness::vmove_status(v);
+        let vs = instanceha_testkit::check::vmove_status(v);
         let who = &v.instance_name;
         if is_terminal(n) && matches!(vs, pb::VmoveStatus::Pending | pb::VmoveStatus::Ongoing) {
             wrong.push(format!("{status:?} notification with {who} {vs:?}"));
@@ -795,7 +798,7 @@ pub fn invariant_violations(
     if status == pb::NotificationStatus::Finished
         && let Some(v) = vmoves.iter().find(|v| {
             !matches!(
-                harness::vmove_status(v),
+                instanceha_testkit::check::vmove_status(v),
                 pb::VmoveStatus::Succeeded | pb::VmoveStatus::Ignored
             )
         })
@@ -803,7 +806,7 @@ pub fn invariant_violations(
         wrong.push(format!(
             "finished with {} {:?}",
             v.instance_name,
-            harness::vmove_status(v)
+            instanceha_testkit::check::vmove_status(v)
         ));
     }
     if status == pb::NotificationStatus::Failed && n.message.trim().is_empty() {
@@ -819,7 +822,7 @@ pub fn invariant_violations(
         }
         let said = vmoves.iter().any(|v| {
             v.instance_id == i.id
-                && harness::vmove_status(v) == pb::VmoveStatus::Failed
+                && instanceha_testkit::check::vmove_status(v) == pb::VmoveStatus::Failed
                 && v.message.contains("locked")
         });
         if !said {
@@ -849,7 +852,7 @@ pub fn all_specs() -> Vec<Spec> {
 pub fn run_all(specs: Vec<Spec>, jobs: usize) -> Vec<Outcome> {
     // The services bind their metric instruments to the meter provider of
     // the moment: the test binary's telemetry pipelines go in first.
-    crate::telemetry::installed();
+    instanceha_testkit::telemetry::captured();
     let specs = Arc::new(specs);
     let next = Arc::new(AtomicUsize::new(0));
     let outcomes = Arc::new(Mutex::new(Vec::new()));

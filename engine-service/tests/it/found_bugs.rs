@@ -15,7 +15,10 @@ use instanceha_proto::v1 as pb;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use openstack_sim::{ErrorBody, EvacuationFailure, FaultEffect, FaultRule, FaultService, Scenario};
 
-use crate::harness::{self, Cloud, assert_honest, status, vmove_status};
+use instanceha_testkit::check::assert_honest;
+use instanceha_testkit::check::status;
+use instanceha_testkit::check::vmove_status;
+use instanceha_testkit::cloud::Cloud;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -41,7 +44,10 @@ async fn cloud(victim: InstanceSpec) -> (Cloud, String) {
         .unwrap();
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let id = cloud.server("victim").id;
     cloud

@@ -9,9 +9,13 @@ use openstack_client::nova::ServiceUpdate;
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceGroupSpec, InstanceSpec};
 
-use crate::harness::{
-    self, Cloud, assert_honest, assert_status, engine_settings, fast, status, vmove_status,
-};
+use instanceha_testkit::check::assert_honest;
+use instanceha_testkit::check::assert_status;
+use instanceha_testkit::check::status;
+use instanceha_testkit::check::vmove_status;
+use instanceha_testkit::cloud::Cloud;
+use instanceha_testkit::cloud::engine_settings;
+use instanceha_testkit::cloud::fast;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -36,7 +40,10 @@ async fn a_failed_host_is_recovered_and_its_services_can_be_restored() {
     );
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
     assert_status(&n, pb::NotificationStatus::Finished);
@@ -143,7 +150,7 @@ async fn reserved_host_recovers_to_the_spare_and_takes_it_out_of_the_reserve() {
     cloud
         .segment(
             pb::RecoveryMethod::ReservedHost,
-            &harness::TWO_HOSTS_AND_A_SPARE,
+            &instanceha_testkit::cloud::TWO_HOSTS_AND_A_SPARE,
         )
         .await;
     let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
@@ -186,7 +193,7 @@ async fn rh_priority_falls_back_to_the_scheduler_when_the_spare_has_no_room() {
     cloud
         .segment(
             pb::RecoveryMethod::RhPriority,
-            &harness::TWO_HOSTS_AND_A_SPARE,
+            &instanceha_testkit::cloud::TWO_HOSTS_AND_A_SPARE,
         )
         .await;
     let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
@@ -231,7 +238,10 @@ async fn reserved_host_without_a_spare_fails_every_instance_with_the_reason() {
         fast(two_hosts_and_a_spare().instance(InstanceSpec::new("web-1", "compute-01").ha(true)));
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::ReservedHost, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::ReservedHost,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
     assert_eq!(status(&n), pb::NotificationStatus::Failed);
@@ -266,7 +276,10 @@ async fn selection_takes_all_when_asked_and_skips_error_instances_when_asked() {
     )
     .await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
     let mut names: Vec<&str> = vmoves.iter().map(|v| v.instance_name.as_str()).collect();
@@ -287,7 +300,10 @@ async fn an_unfenced_host_is_ignored_and_nova_is_left_alone() {
         fast(two_hosts_and_a_spare().instance(InstanceSpec::new("web-1", "compute-01").ha(true)));
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     cloud.sim.power_off("compute-01").unwrap();
     let n = cloud
@@ -323,7 +339,10 @@ async fn fifty_instances_recover_together() {
     scenario.settings.rebuild_concurrency = 50;
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let started = Instant::now();
     let n = cloud.host_fails("compute-01").await;
@@ -337,8 +356,8 @@ async fn fifty_instances_recover_together() {
     eprintln!(
         "50 instances: recovered in {:.2} s real = {:.1} s simulated at speed {}; nova alone (ideal) {:.1} s simulated",
         elapsed.as_secs_f64(),
-        elapsed.as_secs_f64() * crate::harness::SPEED,
-        crate::harness::SPEED,
+        elapsed.as_secs_f64() * instanceha_testkit::cloud::SPEED,
+        instanceha_testkit::cloud::SPEED,
         stats.ideal_makespan.unwrap_or_default()
     );
 }

@@ -3,7 +3,6 @@
 
 mod fault_matrix;
 mod found_bugs;
-mod harness;
 mod host_failure;
 mod process_and_vm;
 mod process_faults;

@@ -6,7 +6,12 @@ use instanceha_proto::v1 as pb;
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 
-use crate::harness::{self, Cloud, assert_honest, assert_status, fast, status, vmove_status};
+use instanceha_testkit::check::assert_honest;
+use instanceha_testkit::check::assert_status;
+use instanceha_testkit::check::status;
+use instanceha_testkit::check::vmove_status;
+use instanceha_testkit::cloud::Cloud;
+use instanceha_testkit::cloud::fast;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -28,7 +33,10 @@ fn scenario() -> Scenario {
 async fn cloud() -> Cloud {
     let mut cloud = Cloud::start(scenario()).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     cloud
 }
@@ -106,7 +114,10 @@ async fn nova_compute_stopped_disables_the_service_and_started_enables_it_when_c
     )
     .await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let process = |event: &'static str| [("process_name", "nova-compute"), ("event", event)];
     let n = cloud

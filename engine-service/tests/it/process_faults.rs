@@ -58,11 +58,10 @@ use pb::vmove_service_client::VmoveServiceClient;
 use tonic::transport::Channel;
 
 use crate::fault_matrix::{Server, invariant_violations};
-use crate::harness;
 
 /// A recovery must end within this once the fault is gone.
 const PATIENCE: Duration = Duration::from_secs(120);
-const INSTANCES: usize = harness::INTERRUPTIBLE_INSTANCES;
+const INSTANCES: usize = instanceha_testkit::cloud::INTERRUPTIBLE_INSTANCES;
 /// The API's replica id: the same after a restart, so that it resumes its
 /// own runs.
 const REPLICA: &str = "api-process-test";
@@ -696,7 +695,7 @@ fn command_output(program: &str, args: &[&str]) -> Result<String, String> {
 // The system as processes
 
 fn scenario() -> Scenario {
-    harness::interruptible_scenario()
+    instanceha_testkit::cloud::interruptible_scenario()
 }
 
 struct System {
@@ -822,7 +821,9 @@ impl System {
             let vmoves = self.client.vmoves(id).await;
             let done = vmoves
                 .iter()
-                .filter(|v| harness::vmove_status(v) == pb::VmoveStatus::Succeeded)
+                .filter(|v| {
+                    instanceha_testkit::check::vmove_status(v) == pb::VmoveStatus::Succeeded
+                })
                 .count();
             if (2..INSTANCES).contains(&done) {
                 return;
@@ -860,7 +861,7 @@ impl System {
                 }
             };
             if matches!(
-                harness::status(&n),
+                instanceha_testkit::check::status(&n),
                 pb::NotificationStatus::Finished
                     | pb::NotificationStatus::Failed
                     | pb::NotificationStatus::Ignored
@@ -879,7 +880,7 @@ impl System {
             self.logs()
         );
         assert_eq!(
-            harness::status(&n),
+            instanceha_testkit::check::status(&n),
             pb::NotificationStatus::Finished,
             "{}{}",
             n.message,
@@ -891,7 +892,7 @@ impl System {
             id,
             vmoves
                 .iter()
-                .filter(|v| harness::vmove_status(v) == pb::VmoveStatus::Succeeded)
+                .filter(|v| instanceha_testkit::check::vmove_status(v) == pb::VmoveStatus::Succeeded)
                 .count(),
             n.attempts,
             vmoves.iter().map(|v| v.attempts).max().unwrap_or(0)
@@ -979,7 +980,7 @@ struct Client {
 
 impl Client {
     async fn connect(port: u16) -> Client {
-        let channel = harness::connect(([127, 0, 0, 1], port).into()).await;
+        let channel = instanceha_testkit::cloud::connect(([127, 0, 0, 1], port).into()).await;
         Client {
             notifications: NotificationServiceClient::new(channel.clone()),
             vmoves: VmoveServiceClient::new(channel.clone()),
@@ -988,7 +989,11 @@ impl Client {
     }
 
     async fn segment(&mut self) {
-        harness::auto_segment(self.channel.clone(), &["compute-01", "compute-02"]).await;
+        instanceha_testkit::cloud::auto_segment(
+            self.channel.clone(),
+            &["compute-01", "compute-02"],
+        )
+        .await;
     }
 
     async fn host_fails(&mut self) -> String {
@@ -996,7 +1001,7 @@ impl Client {
             .create_notification(pb::CreateNotificationRequest {
                 r#type: pb::NotificationType::ComputeHost as i32,
                 hostname: "compute-01".into(),
-                generated_time: Some(harness::now()),
+                generated_time: Some(instanceha_testkit::cloud::now()),
                 payload: [
                     ("event", "STOPPED"),
                     ("host_status", "NORMAL"),

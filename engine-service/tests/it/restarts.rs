@@ -7,15 +7,19 @@ use instanceha_proto::v1 as pb;
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 
-use crate::harness::{
-    self, Cloud, api_settings, assert_honest, assert_status, engine_settings, start_api,
-    start_engine, vmove_status,
-};
+use instanceha_testkit::check::assert_honest;
+use instanceha_testkit::check::assert_status;
+use instanceha_testkit::check::vmove_status;
+use instanceha_testkit::cloud::Cloud;
+use instanceha_testkit::cloud::api_settings;
+use instanceha_testkit::cloud::engine_settings;
+use instanceha_testkit::process::start_api;
+use instanceha_testkit::process::start_engine;
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
 fn scenario() -> Scenario {
-    crate::harness::interruptible_scenario()
+    instanceha_testkit::cloud::interruptible_scenario()
 }
 
 async fn until_some_succeeded(cloud: &mut Cloud, id: &str) {
@@ -42,14 +46,19 @@ async fn until_some_succeeded(cloud: &mut Cloud, id: &str) {
 async fn an_engine_killed_mid_recovery_is_replaced_and_the_rest_recovered() {
     let mut cloud = Cloud::start(scenario()).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let n = cloud.host_fails("compute-01").await;
     until_some_succeeded(&mut cloud, &n.id).await;
     let addr = cloud.engine.addr;
     cloud.engine.kill();
     // A second engine comes up where the first one was.
-    cloud.engine = start_engine(engine_settings(&cloud.sim, addr)).await;
+    cloud.engine = start_engine(engine_settings(&cloud.sim, addr))
+        .await
+        .expect("the engine starts");
     let n = cloud.terminal(&n.id, PATIENCE).await;
     let vmoves = cloud.vmoves(&n.id).await;
     assert_honest(&n, &vmoves);
@@ -75,13 +84,18 @@ async fn an_engine_killed_mid_recovery_is_replaced_and_the_rest_recovered() {
 async fn an_api_restarted_mid_recovery_resumes_it() {
     let mut cloud = Cloud::start(scenario()).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let n = cloud.host_fails("compute-01").await;
     until_some_succeeded(&mut cloud, &n.id).await;
     let addr = cloud.api.addr;
     cloud.api.kill();
-    cloud.api = start_api(api_settings(&cloud.database_url, cloud.engine.addr, addr)).await;
+    cloud.api = start_api(api_settings(&cloud.database_url, cloud.engine.addr, addr))
+        .await
+        .expect("the API starts");
     cloud.reconnect().await;
     let n = cloud.terminal(&n.id, PATIENCE).await;
     let vmoves = cloud.vmoves(&n.id).await;
@@ -119,7 +133,10 @@ async fn an_evacuation_between_rebuild_and_finish_is_followed_not_repeated() {
     scenario.settings.durations.finish = 100.0;
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let id = cloud.server("app-1").id;
     let n = cloud.host_fails("compute-01").await;
@@ -138,7 +155,9 @@ async fn an_evacuation_between_rebuild_and_finish_is_followed_not_repeated() {
     assert_eq!(server.vm_state.as_str(), "active");
     assert!(server.task_state.is_none(), "{:?}", server.task_state);
 
-    cloud.engine = start_engine(engine_settings(&cloud.sim, addr)).await;
+    cloud.engine = start_engine(engine_settings(&cloud.sim, addr))
+        .await
+        .expect("the engine starts");
     // Wait until the second run follows the evacuation (or asks again).
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {

@@ -10,10 +10,14 @@ use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
-use crate::harness::{
-    self, Cloud, api_settings, assert_status, engine_settings, fast, start_api, start_engine,
-    status,
-};
+use instanceha_testkit::check::assert_status;
+use instanceha_testkit::check::status;
+use instanceha_testkit::cloud::Cloud;
+use instanceha_testkit::cloud::api_settings;
+use instanceha_testkit::cloud::engine_settings;
+use instanceha_testkit::cloud::fast;
+use instanceha_testkit::process::start_api;
+use instanceha_testkit::process::start_engine;
 
 /// A CA, and certificates it signed for a server and a client.
 struct Pki {
@@ -135,7 +139,10 @@ async fn the_engine_link_needs_the_api_client_certificate() {
     )
     .await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let n = cloud.host_fails("compute-01").await;
     let n = cloud.terminal(&n.id, Duration::from_secs(30)).await;
@@ -148,7 +155,8 @@ async fn the_engine_link_needs_the_api_client_certificate() {
         settings.tls = pki.server(true);
         settings
     })
-    .await;
+    .await
+    .expect("the engine starts");
     let dir = tempfile::tempdir().unwrap();
     let mut settings = api_settings(
         &format!("sqlite://{}", dir.path().join("other.db").display()),
@@ -157,7 +165,7 @@ async fn the_engine_link_needs_the_api_client_certificate() {
     );
     settings.dispatch.engine_url = format!("https://localhost:{}", engine.addr.port());
     settings.dispatch.tls = pki.client(false);
-    let api = start_api(settings).await;
+    let api = start_api(settings).await.expect("the API starts");
     cloud.api = api;
     cloud.reconnect().await;
     cloud

@@ -9,7 +9,10 @@ use instanceha_proto::v1 as pb;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use openstack_sim::{ErrorBody, FaultEffect, FaultRule, FaultService, Scenario};
 
-use crate::harness::{self, Cloud, assert_status, fast, vmove_status};
+use instanceha_testkit::check::assert_status;
+use instanceha_testkit::check::vmove_status;
+use instanceha_testkit::cloud::Cloud;
+use instanceha_testkit::cloud::fast;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -47,7 +50,10 @@ fn action_unavailable(action: &str, instance: &str) -> FaultRule {
 async fn cloud() -> Cloud {
     let mut cloud = Cloud::start(scenario()).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     cloud
 }

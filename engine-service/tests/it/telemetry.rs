@@ -2,44 +2,19 @@
 //! each Nova call, and the metrics after a recovery, scraped the way
 //! Prometheus does.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use instanceha_proto::v1 as pb;
-use instanceha_runtime::telemetry::{LogSettings, Pipelines, TelemetrySettings};
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use opentelemetry::trace::{SpanId, TraceId};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SpanData};
 use tonic::Request;
 
-use crate::harness::{self, Cloud, assert_status, fast, now};
-
-/// The process-wide pipelines with an in-memory span exporter (installed
-/// once for the whole test binary).
-pub(crate) fn installed() -> &'static (InMemorySpanExporter, prometheus::Registry) {
-    static INSTALLED: OnceLock<(InMemorySpanExporter, prometheus::Registry)> = OnceLock::new();
-    INSTALLED.get_or_init(|| {
-        let spans = InMemorySpanExporter::default();
-        let pipelines =
-            instanceha_runtime::telemetry::pipelines("tests", &TelemetrySettings::default())
-                .unwrap();
-        let registry = pipelines.registry.clone();
-        let pipelines = Pipelines {
-            tracer: SdkTracerProvider::builder()
-                .with_simple_exporter(spans.clone())
-                .build(),
-            ..pipelines
-        };
-        let log = LogSettings {
-            filter: "warn".to_owned(),
-            ..LogSettings::default()
-        };
-        // Kept for the life of the test binary.
-        std::mem::forget(instanceha_runtime::telemetry::install("tests", &log, pipelines).unwrap());
-        (spans, registry)
-    })
-}
+use instanceha_testkit::check::assert_status;
+use instanceha_testkit::cloud::Cloud;
+use instanceha_testkit::cloud::fast;
+use instanceha_testkit::cloud::now;
 
 fn of_trace(spans: &InMemorySpanExporter, trace: TraceId) -> Vec<SpanData> {
     spans
@@ -56,7 +31,7 @@ fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
-    let (spans, registry) = installed();
+    let (spans, registry) = instanceha_testkit::telemetry::captured();
     let scenario = fast(
         Scenario::builder()
             .host(HostSpec::new("compute-01"))
@@ -65,7 +40,10 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
     );
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     cloud.sim.power_off("compute-01").unwrap();
 

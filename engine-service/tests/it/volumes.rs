@@ -8,7 +8,10 @@ use instanceha_proto::v1 as pb;
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 
-use crate::harness::{self, Cloud, assert_status, status, vmove_status};
+use instanceha_testkit::check::assert_status;
+use instanceha_testkit::check::status;
+use instanceha_testkit::check::vmove_status;
+use instanceha_testkit::cloud::Cloud;
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -46,7 +49,10 @@ async fn stale_attachments_are_cleared_and_bfv_recovers_as_fast_as_ephemeral() {
     }
     let mut cloud = Cloud::start(builder.build().unwrap()).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
     assert_status(&n, pb::NotificationStatus::Finished);
@@ -110,7 +116,7 @@ async fn stale_attachments_are_cleared_and_bfv_recovers_as_fast_as_ephemeral() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_volume_is_only_read() {
-    let scenario = crate::harness::fast(
+    let scenario = instanceha_testkit::cloud::fast(
         Scenario::builder()
             .host(HostSpec::new("compute-01"))
             .host(HostSpec::new("compute-02"))
@@ -127,7 +133,10 @@ async fn a_healthy_volume_is_only_read() {
     );
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let n = cloud.host_fails("compute-01").await;
     let n = cloud.terminal(&n.id, PATIENCE).await;
@@ -155,7 +164,7 @@ async fn a_healthy_volume_is_only_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_attachment_is_force_detached_with_a_service_token() {
-    let scenario = crate::harness::fast(
+    let scenario = instanceha_testkit::cloud::fast(
         Scenario::builder()
             .host(HostSpec::new("compute-01"))
             .host(HostSpec::new("compute-02"))
@@ -167,7 +176,10 @@ async fn a_stuck_attachment_is_force_detached_with_a_service_token() {
     );
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let (n, _) = cloud.recover_host("compute-01", PATIENCE).await;
     assert_status(&n, pb::NotificationStatus::Finished);
@@ -184,7 +196,7 @@ async fn a_stuck_attachment_is_force_detached_with_a_service_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_service_identity_a_stuck_attachment_fails_with_the_reason() {
-    let scenario = crate::harness::fast(
+    let scenario = instanceha_testkit::cloud::fast(
         Scenario::builder()
             .host(HostSpec::new("compute-01"))
             .host(HostSpec::new("compute-02"))
@@ -201,7 +213,10 @@ async fn without_a_service_identity_a_stuck_attachment_fails_with_the_reason() {
     )
     .await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
     assert_eq!(status(&n), pb::NotificationStatus::Failed);

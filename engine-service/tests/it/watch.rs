@@ -8,7 +8,9 @@ use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceGroupSpec};
 use pb::notification_update::Update;
 
-use crate::harness::{self, Cloud, fast, status};
+use instanceha_testkit::check::status;
+use instanceha_testkit::cloud::Cloud;
+use instanceha_testkit::cloud::fast;
 
 /// Everything a watcher received, until its stream ended.
 async fn watch_to_the_end(
@@ -53,7 +55,10 @@ async fn several_watchers_a_late_joiner_and_a_stalled_one() {
     scenario.settings.rebuild_concurrency = 40;
     let mut cloud = Cloud::start(scenario).await;
     cloud
-        .segment(pb::RecoveryMethod::Auto, &harness::TWO_HOSTS)
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
         .await;
     // A watcher that opens its stream and never reads it.
     let mut stalled_client = cloud.notifications.clone();

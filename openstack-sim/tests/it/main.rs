@@ -11,5 +11,6 @@ mod keystone;
 mod nova_admin;
 mod nova_evacuate;
 mod nova_servers;
+mod paused_time;
 mod scale;
 mod stale_attachment;

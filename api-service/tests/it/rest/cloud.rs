@@ -3,25 +3,19 @@
 //! optionally validating tokens with the simulator's Keystone); and a host
 //! failure reported over REST, recovered, and followed over gRPC.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use instanceha_api::auth::AuthMode;
-use instanceha_api::config::Settings as ApiSettings;
-use instanceha_engine::config::Settings as EngineSettings;
-use instanceha_engine::recovery::Engine;
 use instanceha_proto::v1 as pb;
-use instanceha_runtime::secret::Secret;
-use openstack_client::OpenStack;
-use openstack_client::credentials::AuthSettings;
-use openstack_client::retry::RetryPolicy;
+use instanceha_testkit::cloud::{api_settings, engine_settings};
+use instanceha_testkit::process::{Process, start_api, start_engine};
+use instanceha_testkit::settings::{loopback, sim_user};
 use openstack_sim::Scenario;
 use openstack_sim::Sim;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use pb::notification_service_client::NotificationServiceClient;
 use serde_json::json;
-use tokio::sync::oneshot;
 use tokio_stream::StreamExt as _;
 
 use super::{Rest, host_down, now};
@@ -44,9 +38,8 @@ pub struct Cloud {
     pub sim: Sim,
     pub grpc: SocketAddr,
     pub rest: SocketAddr,
-    shutdown: Option<oneshot::Sender<()>>,
-    api: Option<tokio::task::JoinHandle<()>>,
-    engine: tokio::task::JoinHandle<()>,
+    api: Process,
+    _engine: Process,
     _dir: tempfile::TempDir,
 }
 
@@ -69,136 +62,42 @@ pub fn two_hosts_and_a_spare() -> Scenario {
         .expect("a valid scenario")
 }
 
-fn user(sim: &Sim, name: &str, project: &str) -> AuthSettings {
-    AuthSettings {
-        auth_url: Some(sim.auth_url()),
-        username: Some(name.to_owned()),
-        password: Some(Secret::new("secret")),
-        project_name: Some(project.to_owned()),
-        user_domain_name: Some("Default".to_owned()),
-        project_domain_name: Some("Default".to_owned()),
-        ..AuthSettings::default()
-    }
-}
-
 impl Cloud {
     pub async fn start(scenario: Scenario, auth: Auth) -> Cloud {
-        let sim = Sim::start(scenario, "127.0.0.1:0".parse().unwrap())
+        let sim = Sim::start(scenario, loopback())
             .await
             .expect("the simulator starts");
-
-        let mut engine_settings = EngineSettings {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            ..EngineSettings::default()
-        };
-        engine_settings.openstack.auth = user(&sim, "admin", "admin");
-        engine_settings.openstack.service_auth = Some(user(&sim, "nova", "service"));
-        engine_settings.openstack.interfaces = vec!["public".to_owned()];
-        engine_settings.openstack.request_timeout = Duration::from_secs(2);
-        engine_settings.openstack.retry = RetryPolicy {
-            max_attempts: 3,
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(40),
-            max_retry_after: Duration::from_millis(100),
-        };
-        engine_settings.recovery.poll_interval = Duration::from_millis(20);
-        engine_settings.recovery.evacuation_timeout = Duration::from_secs(20);
-        engine_settings.recovery.power_timeout = Duration::from_secs(10);
-        engine_settings.host_failure.service_down_timeout = Duration::from_secs(5);
-        let (credentials, service, client) = engine_settings
-            .openstack_client(&BTreeMap::new())
-            .expect("credentials");
-        let openstack = OpenStack::new(credentials, service, client).expect("client");
-        let engine = Engine::new(
-            openstack,
-            engine_settings.recovery_settings(),
-            engine_settings.recovery.max_concurrent_instances_total,
-        );
-        let engine_server = instanceha_engine::server::Server::bind(engine_settings.listen, engine)
+        let engine = start_engine(engine_settings(&sim, loopback()))
             .await
-            .expect("the engine binds");
-        let engine_addr = engine_server.local_addr();
-        let engine = tokio::spawn(async move {
-            engine_server
-                .run(std::future::pending::<()>())
-                .await
-                .expect("the engine serves");
-        });
-
+            .expect("the engine starts");
         let dir = tempfile::tempdir().unwrap();
-        let mut settings = ApiSettings {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            ..ApiSettings::default()
-        };
-        settings.database.url = format!("sqlite://{}", dir.path().join("api.db").display());
-        settings.rest.listen = "127.0.0.1:0".parse().unwrap();
-        settings.dispatch.engine_url = format!("http://{engine_addr}");
+        let database_url = format!("sqlite://{}", dir.path().join("api.db").display());
+        let mut settings = api_settings(&database_url, engine.addr, loopback());
         settings.dispatch.replica_id = Some("rest-test".to_owned());
-        settings.dispatch.retry_delay = Duration::from_millis(50);
-        settings.dispatch.max_retry_delay = Duration::from_millis(200);
-        settings.dispatch.scan_interval = Duration::from_millis(100);
-        settings.dispatch.lease = Duration::from_secs(3);
-        settings.dispatch.connect_timeout = Duration::from_secs(1);
         match auth {
             Auth::Off => settings.auth.mode = AuthMode::None,
             Auth::Keystone => {
                 settings.auth.mode = AuthMode::Keystone;
-                settings.auth.keystone = openstack_client::credentials::AuthSettings {
-                    auth_url: Some(sim.auth_url()),
-                    username: Some("nova".into()),
-                    password: Some(instanceha_runtime::secret::Secret::new("secret")),
-                    project_name: Some("service".into()),
-                    user_domain_name: Some("Default".into()),
-                    project_domain_name: Some("Default".into()),
-                    ..Default::default()
-                };
+                settings.auth.keystone = sim_user(&sim, "nova", "service");
             }
         }
-        let server = instanceha_api::server::Server::bind(&settings)
-            .await
-            .expect("the API starts");
-        let grpc = server.local_addr();
-        let rest = server.rest_addr().expect("the REST API is on");
-        let (shutdown, stop) = oneshot::channel::<()>();
-        let api = tokio::spawn(async move {
-            server
-                .run(async {
-                    let _ = stop.await;
-                })
-                .await
-                .expect("the API serves");
-        });
+        let api = start_api(settings).await.expect("the API starts");
         Cloud {
             sim,
-            grpc,
-            rest,
-            shutdown: Some(shutdown),
-            api: Some(api),
-            engine,
+            grpc: api.addr,
+            rest: api.rest_addr.expect("the REST API is on"),
+            api,
+            _engine: engine,
             _dir: dir,
         }
     }
 
     /// Stops the API gracefully (REST and gRPC) and waits for it.
     pub async fn stop(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(api) = self.api.take() {
-            tokio::time::timeout(Duration::from_secs(10), api)
-                .await
-                .expect("the API stops within 10 s")
-                .expect("the API task");
-        }
-    }
-}
-
-impl Drop for Cloud {
-    fn drop(&mut self) {
-        if let Some(api) = self.api.take() {
-            api.abort();
-        }
-        self.engine.abort();
+        assert!(
+            self.api.stop(Duration::from_secs(10)).await,
+            "the API stops within 10 s"
+        );
     }
 }
 

@@ -1,167 +1,45 @@
-//! The test cloud: `openstack-sim`, `instanceha-engine` and
-//! `instanceha-api` (on an SQLite file), each service in a runtime of its
-//! own so that a test can kill it like a process, all on 127.0.0.1.
+//! The whole system for a test: the simulator, the engine and the API (on
+//! an SQLite file in a temporary directory), clients of the public API, and
+//! what tests ask of them: register a segment, report a failure, wait for
+//! the notification's end, read what Nova did.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use instanceha_api::config::Settings as ApiSettings;
 use instanceha_engine::config::Settings as EngineSettings;
-use instanceha_engine::recovery::Engine;
 use instanceha_proto::v1 as pb;
-use instanceha_runtime::secret::Secret;
-use openstack_client::OpenStack;
-use openstack_client::credentials::AuthSettings;
-use openstack_client::retry::RetryPolicy;
 use openstack_sim::scenario::{HostSpec, InstanceGroupSpec};
 use openstack_sim::{Scenario, Sim};
 use pb::host_service_client::HostServiceClient;
 use pb::notification_service_client::NotificationServiceClient;
 use pb::segment_service_client::SegmentServiceClient;
 use pb::vmove_service_client::VmoveServiceClient;
-use tokio::sync::oneshot;
 use tonic::transport::Channel;
 
-/// Simulated seconds per real second in these tests.
+use crate::check::assert_honest;
+use crate::process::{Process, start_api, start_engine};
+use crate::settings::{api_for, engine_for, loopback, quick_api, quick_engine};
+
+/// Simulated seconds per real second in the system tests.
 pub const SPEED: f64 = 100.0;
 
-/// A service on a runtime of its own: killing it drops every task and
-/// connection at once, as a crashed process would.
-pub struct Process {
-    runtime: Option<tokio::runtime::Runtime>,
-    pub addr: SocketAddr,
-}
-
-impl Process {
-    pub fn kill(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A runtime for one service. The telemetry pipelines go in first: the
-/// services create their metric instruments once per process, from the
-/// meter provider installed at that moment, so a service started before
-/// the pipelines would count into nothing for the rest of the binary.
-fn runtime() -> tokio::runtime::Runtime {
-    crate::telemetry::installed();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
-/// Engine settings for the simulator: admin credentials, the `nova`
-/// service identity, fast polling and short retries.
+/// Engine settings for the tests against `sim`: its credentials, fast
+/// polling and short retries ([`quick_engine`]), listening on `listen`.
 pub fn engine_settings(sim: &Sim, listen: SocketAddr) -> EngineSettings {
-    let mut settings = EngineSettings {
-        listen,
-        ..EngineSettings::default()
-    };
-    let user = |name: &str, project: &str| AuthSettings {
-        auth_url: Some(sim.auth_url()),
-        username: Some(name.to_owned()),
-        password: Some(Secret::new("secret")),
-        project_name: Some(project.to_owned()),
-        user_domain_name: Some("Default".to_owned()),
-        project_domain_name: Some("Default".to_owned()),
-        ..AuthSettings::default()
-    };
-    settings.openstack.auth = user("admin", "admin");
-    settings.openstack.service_auth = Some(user("nova", "service"));
-    settings.openstack.interfaces = vec!["public".to_owned()];
-    settings.openstack.request_timeout = Duration::from_secs(2);
-    settings.openstack.retry = RetryPolicy {
-        max_attempts: 3,
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(40),
-        max_retry_after: Duration::from_millis(100),
-    };
-    settings.recovery.poll_interval = Duration::from_millis(20);
-    settings.recovery.evacuation_timeout = Duration::from_secs(20);
-    settings.recovery.power_timeout = Duration::from_secs(10);
-    settings.host_failure.service_down_timeout = Duration::from_secs(5);
+    let mut settings = engine_for(sim);
+    settings.listen = listen;
+    quick_engine(&mut settings);
     settings
 }
 
-pub async fn start_engine(settings: EngineSettings) -> Process {
-    let runtime = runtime();
-    let (tx, rx) = oneshot::channel();
-    runtime.spawn(async move {
-        let (credentials, service, client) = settings
-            .openstack_client(&BTreeMap::new())
-            .expect("credentials");
-        let openstack = OpenStack::new(credentials, service, client).expect("client");
-        let engine = Engine::new(
-            openstack,
-            settings.recovery_settings(),
-            settings.recovery.max_concurrent_instances_total,
-        );
-        let tls = settings.tls.load("tls").expect("the engine's TLS settings");
-        let server = instanceha_engine::server::Server::bind(settings.listen, engine)
-            .await
-            .expect("the engine binds")
-            .with_tls(tls);
-        let _ = tx.send(server.local_addr());
-        server
-            .run(std::future::pending::<()>())
-            .await
-            .expect("the engine serves");
-    });
-    let addr = rx.await.expect("the engine started");
-    Process {
-        runtime: Some(runtime),
-        addr,
-    }
-}
-
-/// API settings: the SQLite file, the engine, fast retries and scans.
+/// API settings for the tests: the database, the engine, fast retries and
+/// scans ([`quick_api`]), listening on `listen`.
 pub fn api_settings(database_url: &str, engine: SocketAddr, listen: SocketAddr) -> ApiSettings {
-    let mut settings = ApiSettings {
-        listen,
-        ..ApiSettings::default()
-    };
-    settings.database.url = database_url.to_owned();
-    // Masakari's REST port is fixed by default; tests run side by side.
-    settings.rest.listen = "127.0.0.1:0".parse().unwrap();
-    settings.auth.mode = instanceha_api::auth::AuthMode::None;
-    settings.dispatch.engine_url = format!("http://{engine}");
-    settings.dispatch.replica_id = Some("api-test".to_owned());
-    settings.dispatch.retry_delay = Duration::from_millis(50);
-    settings.dispatch.max_retry_delay = Duration::from_millis(200);
-    settings.dispatch.scan_interval = Duration::from_millis(100);
-    settings.dispatch.lease = Duration::from_secs(3);
-    settings.dispatch.connect_timeout = Duration::from_secs(1);
+    let mut settings = api_for(database_url, engine);
+    settings.listen = listen;
+    quick_api(&mut settings);
     settings
-}
-
-pub async fn start_api(settings: ApiSettings) -> Process {
-    let runtime = runtime();
-    let (tx, rx) = oneshot::channel();
-    runtime.spawn(async move {
-        let server = instanceha_api::server::Server::bind(&settings)
-            .await
-            .expect("the API starts");
-        let _ = tx.send(server.local_addr());
-        server
-            .run(std::future::pending::<()>())
-            .await
-            .expect("the API serves");
-    });
-    let addr = rx.await.expect("the API started");
-    Process {
-        runtime: Some(runtime),
-        addr,
-    }
 }
 
 /// The whole system.
@@ -223,15 +101,16 @@ impl Cloud {
         let sim = Sim::start(scenario, "127.0.0.1:0".parse().unwrap())
             .await
             .expect("the simulator starts");
-        let mut engine_settings = engine_settings(&sim, "127.0.0.1:0".parse().unwrap());
+        let mut engine_settings = engine_settings(&sim, loopback());
         tune_engine(&mut engine_settings);
-        let engine = start_engine(engine_settings).await;
+        let engine = start_engine(engine_settings)
+            .await
+            .expect("the engine starts");
         let dir = tempfile::tempdir().unwrap();
         let database_url = format!("sqlite://{}", dir.path().join("api.db").display());
-        let mut api_settings =
-            api_settings(&database_url, engine.addr, "127.0.0.1:0".parse().unwrap());
+        let mut api_settings = api_settings(&database_url, engine.addr, loopback());
         tune_api(&mut api_settings);
-        let api = start_api(api_settings).await;
+        let api = start_api(api_settings).await.expect("the API starts");
         let channel = connect(api.addr).await;
         Cloud {
             sim,
@@ -466,44 +345,5 @@ pub fn now() -> prost_types::Timestamp {
     prost_types::Timestamp {
         seconds: now.as_secs() as i64,
         nanos: now.subsec_nanos() as i32,
-    }
-}
-
-pub fn status(n: &pb::Notification) -> pb::NotificationStatus {
-    pb::NotificationStatus::try_from(n.status).unwrap()
-}
-
-pub fn vmove_status(v: &pb::Vmove) -> pb::VmoveStatus {
-    pb::VmoveStatus::try_from(v.status).unwrap()
-}
-
-/// Asserts that the notification ended `expected`, showing its message.
-pub fn assert_status(n: &pb::Notification, expected: pb::NotificationStatus) {
-    assert_eq!(status(n), expected, "{}", n.message);
-}
-
-/// Invariants every terminal notification must hold.
-pub fn assert_honest(n: &pb::Notification, vmoves: &[pb::Vmove]) {
-    let status = status(n);
-    for v in vmoves {
-        let vs = vmove_status(v);
-        assert!(
-            !matches!(vs, pb::VmoveStatus::Pending | pb::VmoveStatus::Ongoing),
-            "{status:?} notification with a {vs:?} vmove for {}",
-            v.instance_name
-        );
-        if vs == pb::VmoveStatus::Failed {
-            assert!(v.end_time.is_some(), "failed vmove without end time");
-            assert!(!v.message.is_empty(), "failed vmove without message");
-        }
-    }
-    if status == pb::NotificationStatus::Finished {
-        assert!(
-            vmoves.iter().all(|v| matches!(
-                vmove_status(v),
-                pb::VmoveStatus::Succeeded | pb::VmoveStatus::Ignored
-            )),
-            "finished with unsuccessful vmoves"
-        );
     }
 }
