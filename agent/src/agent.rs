@@ -50,7 +50,7 @@ impl Agent {
     /// Starts every monitor the settings turn on.
     pub async fn start(settings: Settings) -> Result<Self, Error> {
         // One crypto provider for reqwest and tonic (ring, as sqlx uses).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::install_crypto_provider();
         let me = settings.hostname();
         let metrics = Metrics::new();
         let spool = Spool::open(&settings.spool.path)?;

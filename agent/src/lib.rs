@@ -30,3 +30,9 @@ pub mod spool;
 
 pub use agent::Agent;
 pub use config::Settings;
+
+/// Installs ring as rustls' crypto provider (for reqwest and tonic), once
+/// per process; later calls do nothing.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -52,6 +52,7 @@ impl Redfish {
         ca_file: Option<&Path>,
         insecure: bool,
     ) -> Result<Self, Error> {
+        crate::install_crypto_provider();
         let mut http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .connect_timeout(Duration::from_secs(5));

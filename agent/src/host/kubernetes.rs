@@ -57,6 +57,7 @@ pub struct KubernetesDetector {
 
 impl KubernetesDetector {
     pub fn new(settings: &KubernetesSettings) -> Result<Self, Error> {
+        crate::install_crypto_provider();
         let api = match &settings.api_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None => {
