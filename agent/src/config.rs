@@ -253,7 +253,7 @@ pub struct FencingSettings {
     #[serde(with = "humantime_serde")]
     pub poll_interval: Duration,
     /// The fencing device of each host, by host name.
-    pub devices: BTreeMap<String, FenceDevice>,
+    pub devices: FenceDevices,
 }
 
 impl Default for FencingSettings {
@@ -265,6 +265,9 @@ impl Default for FencingSettings {
         }
     }
 }
+
+/// Fencing devices by host name.
+pub type FenceDevices = BTreeMap<String, FenceDevice>;
 
 /// Where a credential comes from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -595,6 +598,24 @@ mod tests {
         assert!(err.to_string().starts_with("api.url"), "{err}");
         let err = Settings::from_toml("[api]\nbogus = 1").unwrap_err();
         assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn the_shipped_configurations_load() {
+        for (name, text) in [
+            ("example", include_str!("../instanceha-agent.example.toml")),
+            (
+                "daemonset",
+                include_str!("../../deploy/kubernetes/agent/config/instanceha-agent.toml"),
+            ),
+            (
+                "systemd",
+                include_str!("../../deploy/systemd/instanceha-agent.toml"),
+            ),
+        ] {
+            let settings = Settings::from_toml(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(settings.host.detect_after, Duration::from_secs(6), "{name}");
+        }
     }
 
     #[test]
