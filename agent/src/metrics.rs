@@ -29,7 +29,11 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Instruments from the globally installed meter provider.
     pub fn new() -> Self {
-        let meter = opentelemetry::global::meter("instanceha-agent");
+        Self::from_meter(&opentelemetry::global::meter("instanceha-agent"))
+    }
+
+    /// Instruments from `meter`.
+    pub fn from_meter(meter: &opentelemetry::metrics::Meter) -> Self {
         let depth = Arc::new(AtomicU64::new(0));
         let observed = depth.clone();
         meter
@@ -92,5 +96,35 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::metrics::MeterProvider as _;
+
+    #[tokio::test]
+    async fn the_instruments_reach_prometheus() {
+        let pipelines = instanceha_telemetry::pipelines(
+            "test",
+            &instanceha_telemetry::TelemetrySettings::default(),
+        )
+        .unwrap();
+        let metrics = Metrics::from_meter(&pipelines.meter.meter("instanceha-agent"));
+        metrics.detection("host");
+        metrics.fence("redfish", "confirmed", Duration::from_millis(1500));
+        metrics.report("COMPUTE_HOST", "stored");
+        metrics.spool_depth(3);
+        let text = instanceha_telemetry::render(&pipelines.registry);
+        for expected in [
+            "instanceha_agent_detections_total{kind=\"host\"} 1",
+            "instanceha_agent_fences_total{driver=\"redfish\",outcome=\"confirmed\"} 1",
+            "instanceha_agent_fence_duration_seconds_bucket{driver=\"redfish\",outcome=\"confirmed\",le=\"2\"} 1",
+            "instanceha_agent_reports_total{outcome=\"stored\",type=\"COMPUTE_HOST\"} 1",
+            "instanceha_agent_spool_depth 3",
+        ] {
+            assert!(text.contains(expected), "{expected} not in\n{text}");
+        }
     }
 }

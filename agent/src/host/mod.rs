@@ -272,7 +272,13 @@ pub async fn handle_failure(context: &Context, host: &str, incident: &str) -> bo
         let traceparent = instanceha_telemetry::propagation::current_traceparent();
         match context.spool.push(report, traceparent).await {
             Ok((entry, new)) => {
-                tracing::info!(host = %host, spool_id = entry.id, new, "host failure spooled for the api");
+                tracing::info!(
+                    host = %host,
+                    spool_id = entry.id,
+                    new,
+                    traceparent = entry.traceparent.as_deref().unwrap_or("none"),
+                    "host failure spooled for the api"
+                );
                 true
             }
             Err(e) => {

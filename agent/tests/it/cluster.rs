@@ -184,6 +184,10 @@ async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once(
         .find("report stored by the api")
         .expect("compute-1 reported");
     assert!(fenced < stored, "fencing comes before reporting");
+    assert!(
+        reporter.contains("traceparent=\"00-"),
+        "the report's trace starts in the agent:\n{reporter}"
+    );
     eventually(
         Duration::from_secs(10),
         "the notification followed",
