@@ -36,6 +36,8 @@ pub enum Error {
     Host(#[from] host::Error),
     #[error(transparent)]
     Process(#[from] process::Error),
+    #[error(transparent)]
+    Credentials(#[from] crate::credentials::Error),
 }
 
 /// A running agent.
@@ -107,17 +109,19 @@ impl Agent {
                 let membership = Membership::new(
                     &me,
                     &hb.segment,
-                    &uuid::Uuid::new_v4().to_string(),
+                    &crate::host::membership::incarnation(chrono::Utc::now()),
                     peers.iter().map(|p| p.name.clone()),
                     settings.host.detect_after,
                 );
                 tracing::info!(peers = ?peers.iter().map(|p| &p.name).collect::<Vec<_>>(), detect_after = ?settings.host.detect_after, "heartbeat membership");
+                let key = crate::credentials::read("host.heartbeat.key", &hb.key)?;
                 let detector = HeartbeatDetector::bind(
                     membership,
                     hb.listen,
                     hb.second_listen,
                     peers,
                     hb.interval,
+                    key,
                 )
                 .await?;
                 heartbeat_addrs = detector.local_addrs();

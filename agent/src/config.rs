@@ -165,6 +165,11 @@ pub struct HeartbeatSettings {
     pub peers: Vec<PeerSettings>,
     /// The heartbeat port of peers taken from the API.
     pub peer_port: u16,
+    /// A key shared by the segment's agents (file or environment): every
+    /// heartbeat carries its HMAC-SHA256, and heartbeats without a valid
+    /// one are dropped. Without it, anyone who can send UDP to the
+    /// agents could vote a host failed, or keep a dead one alive.
+    pub key: CredentialSource,
 }
 
 impl Default for HeartbeatSettings {
@@ -176,6 +181,7 @@ impl Default for HeartbeatSettings {
             segment: String::new(),
             peers: Vec::new(),
             peer_port: 15871,
+            key: CredentialSource::default(),
         }
     }
 }

@@ -76,9 +76,13 @@ def check_settings(repo: Path, text: str, secret_dir: str, secret_keys: set[str]
                 errors.append(f"{where}.password.file {path} is not in the mounted Secret ({secret_dir})")
             elif path.rsplit("/", 1)[1] not in secret_keys:
                 errors.append(f"{where}.password.file: the example Secret has no key {path.rsplit('/', 1)[1]}")
-    token = (data.get("api") or {}).get("token_file")
-    if token and token.startswith(secret_dir + "/") and token.rsplit("/", 1)[1] not in secret_keys:
-        errors.append(f"agent TOML: api.token_file: the example Secret has no key {token.rsplit('/', 1)[1]}")
+    files = {
+        "api.token_file": (data.get("api") or {}).get("token_file"),
+        "host.heartbeat.key.file": (((data.get("host") or {}).get("heartbeat") or {}).get("key") or {}).get("file"),
+    }
+    for setting, path in files.items():
+        if path and path.startswith(secret_dir + "/") and path.rsplit("/", 1)[1] not in secret_keys:
+            errors.append(f"agent TOML: {setting}: the example Secret has no key {path.rsplit('/', 1)[1]}")
 
 
 def check_daemonset(ds: dict, docs: list[dict], examples: dict[str, set[str]], errors: list[str]) -> tuple[str, str]:

@@ -8,12 +8,48 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hmac::{Hmac, KeyInit as _, Mac as _};
+use sha2::Sha256;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::membership::{Heartbeat, Membership};
 use super::{Detector, Error, View};
+use crate::credentials::Secret;
+
+const MAC_LEN: usize = 32;
+
+fn mac(key: &[u8]) -> Hmac<Sha256> {
+    Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length")
+}
+
+/// A datagram for `body`: with a key, its HMAC-SHA256 then the body.
+pub fn seal(key: Option<&[u8]>, body: &[u8]) -> Vec<u8> {
+    match key {
+        None => body.to_vec(),
+        Some(key) => {
+            let mut m = mac(key);
+            m.update(body);
+            let mut out = m.finalize().into_bytes().to_vec();
+            out.extend_from_slice(body);
+            out
+        }
+    }
+}
+
+/// The body of a datagram, if its HMAC is valid (or no key is set).
+pub fn open<'a>(key: Option<&[u8]>, datagram: &'a [u8]) -> Option<&'a [u8]> {
+    match key {
+        None => Some(datagram),
+        Some(key) => {
+            let (tag, body) = datagram.split_at_checked(MAC_LEN)?;
+            let mut m = mac(key);
+            m.update(body);
+            m.verify_slice(tag).ok().map(|()| body)
+        }
+    }
+}
 
 /// A peer's addresses: the management network's, then the second one's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +69,7 @@ pub struct HeartbeatDetector {
     period: Duration,
     received: mpsc::Receiver<(Heartbeat, Instant)>,
     readers: Vec<tokio::task::JoinHandle<()>>,
+    key: Option<Arc<[u8]>>,
 }
 
 impl Drop for HeartbeatDetector {
@@ -51,7 +88,9 @@ impl HeartbeatDetector {
         second_listen: Option<SocketAddr>,
         peers: Vec<PeerAddresses>,
         interval: Duration,
+        key: Option<Secret>,
     ) -> Result<Self, Error> {
+        let key: Option<Arc<[u8]>> = key.map(|k| Arc::from(k.expose().as_bytes()));
         let mut sockets = Vec::new();
         for addr in std::iter::once(listen).chain(second_listen) {
             let socket = UdpSocket::bind(addr)
@@ -66,6 +105,7 @@ impl HeartbeatDetector {
             .map(|socket| {
                 let socket = socket.clone();
                 let tx = tx.clone();
+                let key = key.clone();
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 65536];
                     loop {
@@ -73,7 +113,11 @@ impl HeartbeatDetector {
                             tokio::time::sleep(Duration::from_millis(50)).await;
                             continue;
                         };
-                        match serde_json::from_slice::<Heartbeat>(&buf[..len]) {
+                        let Some(body) = open(key.as_deref(), &buf[..len]) else {
+                            tracing::debug!(from = %_from, "heartbeat without a valid hmac: dropped");
+                            continue;
+                        };
+                        match serde_json::from_slice::<Heartbeat>(body) {
                             Ok(hb) => {
                                 if tx.send((hb, Instant::now())).await.is_err() {
                                     return;
@@ -96,6 +140,7 @@ impl HeartbeatDetector {
             period: interval,
             received,
             readers,
+            key,
         })
     }
 
@@ -127,9 +172,10 @@ impl HeartbeatDetector {
 
     async fn send(&mut self, now: Instant) {
         let hb = self.membership.heartbeat(now);
-        let Ok(bytes) = serde_json::to_vec(&hb) else {
+        let Ok(body) = serde_json::to_vec(&hb) else {
             return;
         };
+        let bytes = seal(self.key.as_deref(), &body);
         for peer in self.peers.clone() {
             let addresses = std::iter::once(Some(peer.primary.clone()))
                 .chain(std::iter::once(peer.second.clone()));
@@ -177,5 +223,24 @@ impl Detector for HeartbeatDetector {
 
     fn announce(&mut self, host: &str, incident: &str) {
         self.membership.announce(host, incident);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sealed_heartbeats_open_only_with_the_key() {
+        let body = br#"{"v":1}"#;
+        let sealed = seal(Some(b"shared"), body);
+        assert_eq!(open(Some(b"shared"), &sealed), Some(&body[..]));
+        assert_eq!(open(Some(b"other"), &sealed), None);
+        assert_eq!(open(Some(b"shared"), body), None, "unsigned");
+        let mut tampered = sealed.clone();
+        *tampered.last_mut().unwrap() ^= 1;
+        assert_eq!(open(Some(b"shared"), &tampered), None);
+        assert_eq!(open(None, body), Some(&body[..]));
+        assert_eq!(seal(None, body), body);
     }
 }

@@ -27,6 +27,25 @@ use tokio::time::Instant;
 
 use super::View;
 
+/// A new incarnation id: the start time (ms since the epoch, so that a
+/// later incarnation of a host compares higher) and a random part.
+pub fn incarnation(now: chrono::DateTime<chrono::Utc>) -> String {
+    format!(
+        "{}-{}",
+        now.timestamp_millis(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// The start time an incarnation id carries (0 when it carries none).
+fn started_at(incarnation: &str) -> i64 {
+    incarnation
+        .split('-')
+        .next()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0)
+}
+
 /// One heartbeat, as sent over UDP (JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Heartbeat {
@@ -115,10 +134,16 @@ impl Membership {
         };
         let same_incarnation = peer.incarnation.as_deref() == Some(hb.incarnation.as_str());
         if same_incarnation && hb.seq <= peer.last_seq {
-            // A duplicate over the second network, or reordered: it says
-            // nothing newer, but it proves the peer alive.
-            peer.last_heard = Some(now);
-            return true;
+            // A duplicate over the second network, reordered, or replayed:
+            // it proves nothing newer.
+            return false;
+        }
+        if !same_incarnation
+            && let Some(known) = peer.incarnation.as_deref()
+            && started_at(&hb.incarnation) < started_at(known)
+        {
+            // An older incarnation's heartbeat (replayed): not the peer now.
+            return false;
         }
         peer.last_heard = Some(now);
         peer.incarnation = Some(hb.incarnation);
@@ -354,6 +379,33 @@ mod tests {
         let view = m.view(later);
         assert!(!view.quorate);
         assert!(view.failed.is_empty());
+    }
+
+    #[test]
+    fn replayed_and_older_heartbeats_are_not_proof_of_life() {
+        let mut m = Membership::new("compute-1", "seg", "i", names(3), WINDOW);
+        let hb = |incarnation: &str, seq: u64| Heartbeat {
+            v: 1,
+            segment: "seg".into(),
+            from: "compute-2".into(),
+            incarnation: incarnation.into(),
+            seq,
+            suspects: vec![],
+            handled: vec![],
+        };
+        let t0 = Instant::now();
+        assert!(m.receive(hb("2000-b", 5), t0));
+        assert!(!m.receive(hb("2000-b", 5), t0), "a duplicate");
+        assert!(!m.receive(hb("2000-b", 4), t0), "an older one");
+        assert!(!m.receive(hb("1000-a", 99), t0), "an earlier incarnation");
+        assert!(m.receive(hb("3000-c", 1), t0), "a restart");
+        let late = t0 + WINDOW + STEP;
+        m.receive(hb("3000-c", 1), late);
+        assert!(
+            m.suspects(late).contains("compute-2"),
+            "a replay keeps no one alive"
+        );
+        assert!(started_at(&incarnation(chrono::Utc::now())) > 0);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use instanceha_proto::v1 as pb;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pb::notification_service_client::NotificationServiceClient;
-use sha2::Digest as _;
+use sha2_digest::Digest as _;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 
@@ -264,7 +264,7 @@ impl Api {
 
     async fn serve(&mut self, listen: SocketAddr) {
         let tokens = self.dir.join("tokens.toml");
-        let digest: String = sha2::Sha256::digest(TOKEN.as_bytes())
+        let digest: String = sha2_digest::Sha256::digest(TOKEN.as_bytes())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
@@ -273,7 +273,7 @@ impl Api {
             format!(
                 "[[token]]\nname = \"agents\"\nsha256 = \"{digest}\"\nroles = [\"monitoring_agent\"]\n\
                  [[token]]\nname = \"admin\"\nsha256 = \"{}\"\nroles = [\"admin\"]\n",
-                sha2::Sha256::digest(b"admin-token")
+                sha2_digest::Sha256::digest(b"admin-token")
                     .iter()
                     .map(|b| format!("{b:02x}"))
                     .collect::<String>()
@@ -514,6 +514,8 @@ impl ClusterConfig<'_> {
     pub fn for_member(&self, me: &str) -> String {
         let token = self.dir.join("token");
         std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+        let key = self.dir.join("heartbeat.key");
+        std::fs::write(&key, "a key the segment's agents share\n").unwrap();
         let listen = &self.members.iter().find(|(n, _)| n == me).unwrap().1;
         let mut peers = String::new();
         for (name, address) in self.members.iter().filter(|(n, _)| n != me) {
@@ -526,10 +528,12 @@ impl ClusterConfig<'_> {
              [api]\nurl = \"{api}\"\ntoken_file = \"{token}\"\ntimeout = \"2s\"\n\
              [spool]\npath = \"{dir}/{me}.redb\"\nretry_initial = \"200ms\"\nretry_max = \"2s\"\n\
              [host]\ndriver = \"heartbeat\"\ndetect_after = \"{detect}\"\n\
-             [host.heartbeat]\nlisten = \"{listen}\"\ninterval = \"500ms\"\nsegment = \"segment-a\"\n{peers}\n\
+             [host.heartbeat]\nlisten = \"{listen}\"\ninterval = \"500ms\"\nsegment = \"segment-a\"\n\
+             key = {{ file = \"{key}\" }}\n{peers}\n\
              {fencing}",
             api = self.api_url,
             token = token.display(),
+            key = key.display(),
             dir = self.dir.display(),
             detect = self.detect_after,
             fencing = self.fencing,
