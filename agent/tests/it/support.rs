@@ -173,14 +173,25 @@ impl Sushy {
     }
 }
 
-/// A free port (bound, then released) for servers that cannot report the
-/// one they bound.
-pub fn free_udp_port(ip: &str) -> u16 {
-    std::net::UdpSocket::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A free UDP port for servers that cannot report the one they bound
+/// (agents' heartbeats, pyghmi's BMC). Ports come from one counter per
+/// test binary, so tests running side by side never get the same one, and
+/// each is checked free on every address.
+pub fn free_udp_port(_ip: &str) -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20000 + (std::process::id() % 20000) as u16;
+    let _ = NEXT.compare_exchange(0, base, Ordering::SeqCst, Ordering::SeqCst);
+    loop {
+        let port = NEXT.fetch_add(1, Ordering::SeqCst);
+        if port >= 60000 {
+            NEXT.store(20000, Ordering::SeqCst);
+            continue;
+        }
+        if port >= 20000 && std::net::UdpSocket::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// pyghmi's fake BMC (`fakebmc`), powered on through `ipmitool`.
@@ -473,6 +484,9 @@ impl AgentProcess {
 
 impl Drop for AgentProcess {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- log of {} ---\n{}", self.name, self.log_text());
+        }
         if let Some(child) = &self.child {
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
         }
