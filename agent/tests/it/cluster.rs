@@ -250,3 +250,50 @@ async fn an_api_outage_during_an_incident_loses_nothing_and_sends_once() {
     assert_eq!(all[0].payload["host_status"], "NORMAL");
     eprintln!("api down for {:?}; report delivered once", outage.elapsed());
 }
+
+/// Peers taken from the API's host list of the segment (the hosts are
+/// named by loopback addresses, so that `NAME:peer_port` resolves), and no
+/// fencing device: the dead host is reported `UNKNOWN`, with the reason in
+/// the log, and the engine would leave it alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_fencing_device_a_dead_host_is_reported_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = Api::start(dir.path()).await;
+    let hosts = ["127.0.0.11", "127.0.0.12", "127.0.0.13"];
+    api.segment("segment-b", &hosts).await;
+    let port = support::free_udp_port("127.0.0.1");
+    let token = support::password_file(dir.path(), "token", support::TOKEN);
+    let mut agents: Vec<AgentProcess> = hosts
+        .iter()
+        .map(|h| {
+            let config = format!(
+                "hostname = \"{h}\"\n[api]\nurl = \"{}\"\ntoken_file = \"{}\"\n\
+                 [spool]\npath = \"{}/{h}.redb\"\n\
+                 [host]\ndriver = \"heartbeat\"\ndetect_after = \"3s\"\n\
+                 [host.heartbeat]\nlisten = \"{h}:{port}\"\ninterval = \"500ms\"\nsegment = \"segment-b\"\npeer_port = {port}\n",
+                api.url(),
+                token.display(),
+                dir.path().display()
+            );
+            AgentProcess::spawn(dir.path(), h, &config, None)
+        })
+        .collect();
+    for agent in &agents {
+        eventually(
+            Duration::from_secs(20),
+            "a quorum from the API's host list",
+            || async { agent.logged("partition has a quorum") },
+        )
+        .await;
+    }
+    agents[2].kill();
+    eventually(Duration::from_secs(30), "the report", || async {
+        !api.notifications().await.is_empty()
+    })
+    .await;
+    let all = api.notifications().await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].hostname, "127.0.0.13");
+    assert_eq!(all[0].payload["host_status"], "UNKNOWN");
+    assert!(agents[0].logged("no fencing device is configured for 127.0.0.13"));
+}
