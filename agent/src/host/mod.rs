@@ -189,8 +189,13 @@ pub async fn run<D: Detector>(mut detector: D, context: Context, shutdown: Cance
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            Some((host, incident)) = done_rx.recv() => detector.announce(&host, &incident),
             view = detector.next() => {
+                // Incidents handled since the last view, announced from the
+                // next heartbeat on (racing them against `next` could
+                // interrupt a heartbeat round).
+                while let Ok((host, incident)) = done_rx.try_recv() {
+                    detector.announce(&host, &incident);
+                }
                 let view = match view {
                     Ok(view) => view,
                     Err(e) => {
