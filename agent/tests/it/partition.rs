@@ -45,6 +45,14 @@ impl Lab {
         };
         let p = lab.prefix.clone();
         let s = lab.subnet;
+        // What a killed earlier run with the same prefix may have left.
+        for k in 1..=n {
+            let _ = ip(&["netns", "del", &format!("{p}n{k}")]);
+            let _ = ip(&["link", "del", &format!("{p}h{k}")]);
+            let _ = ip(&["link", "del", &format!("{p}s{k}")]);
+        }
+        let _ = ip(&["link", "del", &format!("{p}hb")]);
+        let _ = ip(&["link", "del", &format!("{p}sv")]);
         ip(&["link", "add", &format!("{p}hb"), "type", "bridge"])?;
         ip(&["link", "set", &format!("{p}hb"), "up"])?;
         ip(&["link", "add", &format!("{p}sv"), "type", "bridge"])?;
@@ -113,6 +121,13 @@ impl Drop for Lab {
     fn drop(&mut self) {
         for ns in &self.namespaces {
             let _ = ip(&["netns", "del", ns]);
+        }
+        // A namespace still referenced (sockets closing) keeps its veths:
+        // remove their root ends too.
+        for k in 1..=self.namespaces.len() {
+            for side in ["h", "s"] {
+                let _ = ip(&["link", "del", &format!("{}{side}{k}", self.prefix)]);
+            }
         }
         let _ = ip(&["link", "del", &format!("{}hb", self.prefix)]);
         let _ = ip(&["link", "del", &format!("{}sv", self.prefix)]);
