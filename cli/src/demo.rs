@@ -81,6 +81,10 @@ pub struct DemoArgs {
     /// Seed of the simulated cloud's random choices
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Run one instanceha-agent per host: they notice the failure, fence
+    /// the host through its simulated Redfish BMC and report it
+    #[arg(long)]
+    pub agents: bool,
 }
 
 /// The failed host, its healthy neighbour and the spare.
@@ -231,8 +235,10 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
     std::fs::write(
         &tokens,
         format!(
-            "[[token]]\nname = \"demo-operator\"\nsha256 = \"{}\"\nroles = [\"admin\"]\n",
-            token_sha256(&token)
+            "[[token]]\nname = \"demo-operator\"\nsha256 = \"{}\"\nroles = [\"admin\"]\n\
+             [[token]]\nname = \"demo-agents\"\nsha256 = \"{}\"\nroles = [\"monitoring_agent\"]\n",
+            token_sha256(&token),
+            token_sha256(&format!("{token}-agents"))
         ),
     )
     .map_err(|e| Error::Demo(format!("cannot write the demo's token file: {e}")))?;
@@ -279,29 +285,53 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
     if let Some(fault) = args.inject {
         intro.push_str(&format!("injected: {fault}: {}\n", inject(&sim, fault)?));
     }
-    intro.push_str(&format!(
-        "powering {FAILED} off and reporting it as a fenced host monitor would...\n\n"
-    ));
+    let mut agents = None;
+    if args.agents {
+        let hosts = [FAILED, NEIGHBOUR, SPARE];
+        let agent_token = format!("{token}-agents");
+        agents = Some(
+            crate::demo_agents::start(&sim, api.addr, &agent_token, dir.path(), &hosts).await?,
+        );
+        intro.push_str(&crate::demo_agents::intro(FAILED));
+    } else {
+        intro.push_str(&format!(
+            "powering {FAILED} off and reporting it as a fenced host monitor would...\n\n"
+        ));
+    }
     if ctx.format() == crate::output::Format::Table {
         ctx.print(&intro)?;
     } else {
         eprint!("{intro}");
     }
+    let power_loss = std::time::Instant::now();
+    if let Some(agents) = agents.as_mut() {
+        agents.kill(FAILED);
+    }
     sim.power_off(FAILED)
         .map_err(|e| Error::Demo(format!("cannot power {FAILED} off: {e}")))?;
-    let notification = client
-        .create_notification(NewNotification {
-            notification_type: NotificationType::ComputeHost,
-            hostname: FAILED.to_owned(),
-            generated_time: Utc::now(),
-            payload: BTreeMap::from([
-                ("event".to_owned(), "STOPPED".to_owned()),
-                ("host_status".to_owned(), "NORMAL".to_owned()),
-                ("cluster_status".to_owned(), "OFFLINE".to_owned()),
-            ]),
-            idempotency_key: None,
-        })
-        .await?;
+    let notification = if agents.is_some() {
+        let (found, text) = crate::demo_agents::reported(&client, FAILED, power_loss).await?;
+        if ctx.format() == crate::output::Format::Table {
+            ctx.print(&text)?;
+        } else {
+            eprint!("{text}");
+        }
+        found
+    } else {
+        client
+            .create_notification(NewNotification {
+                notification_type: NotificationType::ComputeHost,
+                hostname: FAILED.to_owned(),
+                generated_time: Utc::now(),
+                payload: BTreeMap::from([
+                    ("event".to_owned(), "STOPPED".to_owned()),
+                    ("host_status".to_owned(), "NORMAL".to_owned()),
+                    ("cluster_status".to_owned(), "OFFLINE".to_owned()),
+                ]),
+                idempotency_key: None,
+            })
+            .await?
+    };
     let format = ctx.format();
     let terminal = ctx.stdout_is_terminal;
     let outcome = watch::watch(
@@ -312,6 +342,17 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
         ctx.out.as_mut(),
     )
     .await?;
+    if agents.is_some() {
+        let end = match outcome {
+            Outcome::Finished => "finished",
+            Outcome::Ignored => "ignored",
+            Outcome::Failed => "failed",
+        };
+        eprintln!(
+            "\npower loss to {end}: {:.1} s",
+            power_loss.elapsed().as_secs_f64()
+        );
+    }
 
     if args.keep_running {
         let text = format!(
@@ -332,6 +373,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
             .await
             .map_err(|e| Error::Demo(format!("cannot wait for Ctrl-C: {e}")))?;
     }
+    drop(agents);
     drop(api);
     drop(engine);
     sim.shutdown().await;

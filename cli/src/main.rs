@@ -7,6 +7,7 @@ mod commands;
 mod config;
 mod convert;
 mod demo;
+mod demo_agents;
 mod error;
 mod output;
 mod resources;

@@ -34,6 +34,7 @@ EXPECTED = {
     "Dockerfile.api": {"binary": "instanceha-api", "ports": {"15869", "15868", "9464"}},
     "Dockerfile.engine": {"binary": "instanceha-engine", "ports": {"15870", "9465"}},
     "Dockerfile.openstack-sim": {"binary": "openstack-sim", "ports": {"8080"}},
+    "Dockerfile.agent": {"binary": "instanceha-agent", "ports": {"15871", "9466"}},
 }
 BUILD_TOOLS = re.compile(
     r"\b(gcc|g\+\+|clang|cc|make|cmake|build-essential|cargo|rustc|rustup|pkg-config|libssl-dev|protobuf-compiler|protoc)\b"

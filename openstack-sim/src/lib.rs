@@ -6,11 +6,12 @@
 //! - [`world`]: the cloud's state and the event-driven evacuation, stop/start and host models.
 //! - [`identity`]: Keystone's users, projects, application credentials and tokens.
 //! - `server`: the HTTP front (hyper), fault application, request logging.
-//! - `keystone`, `nova`, `cinder`, `control`: the HTTP APIs.
+//! - `keystone`, `nova`, `cinder`, `control`: the HTTP APIs; `bmc`: a Redfish BMC per host.
 //! - [`faults`], [`request_log`], [`microversion`], [`clock`], [`pattern`]: supporting pieces.
 //!
 //! Start one with [`Sim::start`]; everything is served on one port.
 
+mod bmc;
 mod cinder;
 pub mod clock;
 mod control;
@@ -105,7 +106,8 @@ impl Sim {
         let router = keystone::routes(shared.clone())
             .merge(nova::routes(shared.clone()))
             .merge(cinder::routes(shared.clone()))
-            .merge(control::routes(shared.clone()));
+            .merge(control::routes(shared.clone()))
+            .merge(bmc::routes(shared.clone()));
         let (shutdown, stop) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(server::serve(

@@ -72,3 +72,21 @@ async fn an_injected_nova_503_ends_failed_and_names_the_instance() {
         .unwrap_or_else(|| panic!("web-1 in {summary}"));
     assert_eq!(web1["status"], "failed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_agents_the_dead_host_is_noticed_fenced_reported_and_recovered() {
+    let home = Home::new();
+    let result =
+        run(home.instanceha(["--format", "json", "demo", "--speed", "25", "--agents"])).await;
+    assert_eq!(
+        result.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        result.stdout, result.stderr
+    );
+    assert!(
+        result.stderr.contains("host_status NORMAL"),
+        "reported as fenced:\n{}",
+        result.stderr
+    );
+    assert_eq!(summary(&result.stdout)["status"], "finished");
+}

@@ -1,0 +1,97 @@
+//! The `instanceha-agent` binary: reads its settings, installs logging,
+//! tracing and metrics, runs the agent until SIGTERM or SIGINT.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use instanceha_agent::{Agent, Settings, config};
+
+/// instance-ha's monitoring agent: detects host, process and instance
+/// failures, fences failed hosts and reports them to instanceha-api.
+#[derive(Debug, Parser)]
+#[command(name = "instanceha-agent", version)]
+struct Cli {
+    /// The TOML settings file (also INSTANCEHA_AGENT_CONFIG).
+    #[arg(long, env = "INSTANCEHA_AGENT_CONFIG")]
+    config: Option<PathBuf>,
+    /// Check the settings (and credentials) and exit.
+    #[arg(long)]
+    check: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::load(cli.config.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("instanceha-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("instanceha-agent: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli, settings))
+}
+
+async fn run(cli: Cli, settings: Settings) -> ExitCode {
+    let telemetry =
+        match instanceha_telemetry::init("instanceha-agent", &settings.log, &settings.telemetry) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("instanceha-agent: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    for name in config::environment().ignored_variables() {
+        tracing::warn!(variable = %name, "environment variable names no setting: ignored");
+    }
+    if let Some(addr) = settings.telemetry.prometheus_listen
+        && let Err(e) = telemetry.serve_prometheus(addr).await
+    {
+        tracing::error!(%addr, error = %e, "cannot serve metrics");
+        return ExitCode::from(2);
+    }
+    let agent = match Agent::start(settings).await {
+        Ok(agent) => agent,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            eprintln!("instanceha-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.check {
+        agent.stop().await;
+        println!("instanceha-agent: settings ok");
+        return ExitCode::SUCCESS;
+    }
+    wait_for_signal().await;
+    tracing::info!("stopping");
+    agent.stop().await;
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    ExitCode::SUCCESS
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
