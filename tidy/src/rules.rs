@@ -44,6 +44,9 @@ pub const PROTOBUF_EDGES: &[&str] = &[
     "bench/src/cloud.rs",
     "bench/src/intake.rs",
     "bench/src/recovery.rs",
+    // The test kit (simulator + engine + API for the demo, the benchmark
+    // and the system tests) drives the services over gRPC as tests do.
+    "testkit/",
 ];
 
 /// Where the status variants may be written: the status rules, and the
