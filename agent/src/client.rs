@@ -25,7 +25,7 @@ pub enum Error {
     #[error("api.url: {0}")]
     Url(String),
     #[error("api.tls: {0}")]
-    Tls(#[from] instanceha_proto::tls::TlsError),
+    Tls(#[from] instanceha_runtime::tls::TlsError),
     #[error(transparent)]
     Credentials(#[from] credentials::Error),
     #[error("api token: not a valid header value")]

@@ -120,10 +120,10 @@ impl Delivery {
             attempt = attempts + 1,
         );
         if let Some(tp) = &entry.traceparent {
-            let _ = span.set_parent(instanceha_telemetry::propagation::from_traceparent(tp));
+            let _ = span.set_parent(instanceha_runtime::propagation::from_traceparent(tp));
         }
         let result = async {
-            let traceparent = instanceha_telemetry::propagation::current_traceparent()
+            let traceparent = instanceha_runtime::propagation::current_traceparent()
                 .or_else(|| entry.traceparent.clone());
             self.client.create(report, traceparent.as_deref()).await
         }

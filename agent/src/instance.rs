@@ -233,7 +233,7 @@ pub async fn watch<S: EventSource>(
             tracing::info_span!(parent: None, "instance event", instance = %uuid, event, detail);
         let traceparent = {
             let _e = span.enter();
-            instanceha_telemetry::propagation::current_traceparent()
+            instanceha_runtime::propagation::current_traceparent()
         };
         let now = Utc::now();
         let report = Report::vm(

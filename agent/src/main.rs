@@ -45,7 +45,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli, settings: Settings) -> ExitCode {
     let telemetry =
-        match instanceha_telemetry::init("instanceha-agent", &settings.log, &settings.telemetry) {
+        match instanceha_runtime::telemetry::init("instanceha-agent", &settings.log, &settings.telemetry) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("instanceha-agent: {e}");

@@ -106,9 +106,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_instruments_reach_prometheus() {
-        let pipelines = instanceha_telemetry::pipelines(
+        let pipelines = instanceha_runtime::telemetry::pipelines(
             "test",
-            &instanceha_telemetry::TelemetrySettings::default(),
+            &instanceha_runtime::telemetry::TelemetrySettings::default(),
         )
         .unwrap();
         let metrics = Metrics::from_meter(&pipelines.meter.meter("instanceha-agent"));
@@ -116,7 +116,7 @@ mod tests {
         metrics.fence("redfish", "confirmed", Duration::from_millis(1500));
         metrics.report("COMPUTE_HOST", "stored");
         metrics.spool_depth(3);
-        let text = instanceha_telemetry::render(&pipelines.registry);
+        let text = instanceha_runtime::telemetry::render(&pipelines.registry);
         for expected in [
             "instanceha_agent_detections_total{kind=\"host\"} 1",
             "instanceha_agent_fences_total{driver=\"redfish\",outcome=\"confirmed\"} 1",

@@ -284,7 +284,7 @@ async fn push(spool: &Spool, report: Report, what: &str) {
         tracing::info_span!(parent: None, "process event", what, hostname = %report.hostname);
     let traceparent = {
         let _e = span.enter();
-        instanceha_telemetry::propagation::current_traceparent()
+        instanceha_runtime::propagation::current_traceparent()
     };
     if let Err(e) = spool.push(report, traceparent).await {
         tracing::error!(error = %e, "cannot spool the report");

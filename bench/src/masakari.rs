@@ -1,7 +1,7 @@
 //! A model, not a measurement: what OpenStack Masakari with its default
 //! settings would take for the same scenario on the same simulated Nova,
-//! computed from its timing model (`shared/reference/masakari-behaviour.md`
-//! sections 2, 3 and 9). Seeded Monte Carlo over the same jittered Nova
+//! computed from its timing model (docs/masakari.md, sections 2, 3, 7 and
+//! 10). Seeded Monte Carlo over the same jittered Nova
 //! durations; no process runs.
 //!
 //! Per notification (one per failed host, all reported at once):

@@ -274,7 +274,7 @@ pub async fn handle_failure(context: &Context, host: &str, incident: &str) -> bo
             );
         }
         let report = Report::host_stopped(host, incident, &fenced, Utc::now());
-        let traceparent = instanceha_telemetry::propagation::current_traceparent();
+        let traceparent = instanceha_runtime::propagation::current_traceparent();
         match context.spool.push(report, traceparent).await {
             Ok((entry, new)) => {
                 tracing::info!(

@@ -1,7 +1,8 @@
 //! The integration tests of `instanceha-api`: one binary, one module per
 //! area. Each test runs against a fresh database on SQLite, and on
 //! PostgreSQL and MySQL/MariaDB when `INSTANCEHA_TEST_POSTGRES_URL` /
-//! `INSTANCEHA_TEST_MYSQL_URL` are set.
+//! `INSTANCEHA_TEST_MYSQL_URL` are set (under CI, with `CI` set, they must
+//! be: an unset one fails the tests instead of skipping them).
 
 mod auth;
 mod backends;

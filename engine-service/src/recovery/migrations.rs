@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument as _;
 
 use crate::workflow::evacuation;
 use openstack_client::OpenStack;
@@ -67,7 +68,11 @@ impl MigrationWatch {
             }
         }
         let (sender, receiver) = watch::channel(Migrations::default());
-        let poller = tokio::spawn(poll(openstack, source, interval, cursor, sender));
+        // The poller's requests belong to the run: its task carries the
+        // current span, so they carry the report's trace like every other
+        // Nova call of the recovery.
+        let poller =
+            tokio::spawn(poll(openstack, source, interval, cursor, sender).in_current_span());
         Self {
             receiver,
             baseline,

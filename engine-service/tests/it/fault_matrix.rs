@@ -20,7 +20,7 @@
 //! fault never fired (a scenario that proves nothing).
 //!
 //! ```sh
-//! CARGO_TARGET_DIR=/work/target-faults cargo test -p instanceha-engine --test it fault_matrix -- --nocapture
+//! cargo test -p instanceha-engine --test it fault_matrix -- --nocapture
 //! ```
 //!
 //! `INSTANCEHA_FAULT_MATRIX_JOBS` sets how many scenarios run at once

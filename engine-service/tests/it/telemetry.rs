@@ -47,6 +47,8 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
         .await;
     cloud.sim.power_off("compute-01").unwrap();
 
+    // What the simulator served before the report is not the recovery's.
+    let before_report = cloud.sim.request_log(None).last().map(|r| r.seq);
     let trace = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
     let agent_span = SpanId::from_hex("00f067aa0ba902b7").unwrap();
     let mut request = Request::new(pb::CreateNotificationRequest {
@@ -142,6 +144,44 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
         .expect("a traceparent on the evacuate call");
     assert!(traceparent.contains(&trace.to_string()), "{traceparent}");
     assert!(traceparent.contains(&evacuate.span_context.span_id().to_string()));
+    // Every Nova request of the recovery carries the report's trace: the
+    // shared migration poller's `os-migrations` reads too, from their task.
+    let nova: Vec<_> = cloud
+        .sim
+        .request_log(before_report)
+        .into_iter()
+        .filter(|r| r.service == "compute")
+        .collect();
+    let polls = nova
+        .iter()
+        .filter(|r| r.path.ends_with("/os-migrations"))
+        .count();
+    assert!(
+        polls >= 2,
+        "the baseline read and at least one poll: {nova:#?}"
+    );
+    let untraced: Vec<String> = nova
+        .iter()
+        .filter(|r| {
+            !r.traceparent
+                .as_deref()
+                .is_some_and(|t| t.contains(&trace.to_string()))
+        })
+        .map(|r| {
+            format!(
+                "{} {}?{}",
+                r.method,
+                r.path,
+                r.query.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(
+        untraced.is_empty(),
+        "{} of {} Nova requests without the report's trace: {untraced:#?}",
+        untraced.len(),
+        nova.len()
+    );
 
     // The metrics, as Prometheus scrapes them.
     let addr = instanceha_runtime::telemetry::serve_registry(

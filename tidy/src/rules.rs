@@ -1,0 +1,549 @@
+//! The rules, one function each, from a source file to the places that
+//! break it. Each matches the file's code ([`SourceFile::code`]), never its
+//! comments or strings.
+
+use crate::code::is_ident_byte;
+use crate::{SourceFile, Violation};
+
+pub const SEA_ORM_OUTSIDE_STORE: &str = "sea-orm outside store";
+pub const GENERATED_TYPES_OUTSIDE_EDGES: &str = "generated types outside the edges";
+pub const STATUS_OUTSIDE_STATUS_RULES: &str = "status chosen outside the status rules";
+pub const MODULE_DOC: &str = "module doc";
+pub const CATCH_ALL_NAME: &str = "catch-all name";
+pub const DISPATCH_REACHES_STORE: &str = "dispatch reaches the store";
+
+/// A rule: the violations in one file.
+pub type Rule = fn(&SourceFile) -> Vec<Violation>;
+
+pub const ALL: &[Rule] = &[
+    sea_orm_outside_store,
+    generated_types_outside_edges,
+    status_outside_status_rules,
+    module_doc,
+    catch_all_name,
+    dispatch_reaches_store,
+];
+
+/// Where the generated protobuf types may be used: the contract itself and
+/// the edges that translate them, exhaustively, to and from domain types.
+pub const PROTOBUF_EDGES: &[&str] = &[
+    "proto/",
+    // The API's gRPC server: handlers, conversions, reflection.
+    "api-service/src/grpc/",
+    // The API's side of the engine stream.
+    "api-service/src/dispatch/link.rs",
+    "api-service/src/dispatch/convert.rs",
+    // The engine's side of the stream, and its server start-up, which
+    // mounts `EngineServer`.
+    "engine-service/src/link/",
+    "engine-service/src/server.rs",
+    // The CLI's gRPC client and its conversions.
+    "cli/src/client.rs",
+    "cli/src/convert.rs",
+    // The benchmark drives the public API as a client.
+    "bench/src/cloud.rs",
+    "bench/src/intake.rs",
+    "bench/src/recovery.rs",
+    // The test kit (simulator + engine + API for the demo, the benchmark
+    // and the system tests) drives the services over gRPC as tests do.
+    "testkit/",
+    // The agent's client of the public API.
+    "agent/src/client.rs",
+];
+
+/// Where the status variants may be written: the status rules, and the
+/// gRPC conversions' exhaustive `match`es between the domain's and the
+/// generated status enums. (The REST conversions name statuses through
+/// `as_str`/`parse` and need no variant.)
+pub const STATUS_RULES: &[&str] = &[
+    "api-service/src/status.rs",
+    "api-service/src/status/",
+    "api-service/src/grpc/convert.rs",
+];
+
+/// Names that say nothing about what a module holds.
+pub const CATCH_ALL_NAMES: &[&str] = &["utils", "util", "helpers", "helper", "manager", "common"];
+
+/// `sea_orm` in the API outside `store/`: only the store uses sea-orm.
+pub fn sea_orm_outside_store(file: &SourceFile) -> Vec<Violation> {
+    if !file.is_in("api-service/src/") || file.is_in("api-service/src/store/") {
+        return Vec::new();
+    }
+    at_lines(
+        file,
+        SEA_ORM_OUTSIDE_STORE,
+        sea_orm_uses(&file.code),
+        || "sea-orm is used only in api-service/src/store/".to_owned(),
+    )
+}
+
+fn sea_orm_uses(code: &str) -> Vec<usize> {
+    words(code, "sea_orm").collect()
+}
+
+/// Generated protobuf types (`instanceha_proto::v1`,
+/// `instanceha_proto::engine`, and `pb::` paths) in a crate's `src/`
+/// outside [`PROTOBUF_EDGES`]. Tests, benches and fuzz targets are not
+/// under `src/`, and are free to use them.
+pub fn generated_types_outside_edges(file: &SourceFile) -> Vec<Violation> {
+    if !in_src(file) || PROTOBUF_EDGES.iter().any(|edge| file.is_in(edge)) {
+        return Vec::new();
+    }
+    at_lines(
+        file,
+        GENERATED_TYPES_OUTSIDE_EDGES,
+        generated_type_uses(&file.code),
+        || {
+            "generated protobuf types are used only at the edges (tidy's PROTOBUF_EDGES); \
+         convert to domain types there"
+                .to_owned()
+        },
+    )
+}
+
+fn generated_type_uses(code: &str) -> Vec<usize> {
+    let mut found = Vec::new();
+    for at in words(code, "instanceha_proto") {
+        let Some(next) = after_path_separator(code, at + "instanceha_proto".len()) else {
+            continue;
+        };
+        let rest = &code[next..];
+        let names_generated =
+            |s: &str| words(s, "v1").next().is_some() || words(s, "engine").next().is_some();
+        let generated = if rest.starts_with('{') {
+            names_generated(&rest[..group_end(rest)])
+        } else {
+            starts_with_word(rest, "v1") || starts_with_word(rest, "engine")
+        };
+        if generated {
+            found.push(at);
+        }
+    }
+    for at in words(code, "pb") {
+        if after_path_separator(code, at + 2).is_none() {
+            continue;
+        }
+        // `pb::` alone, or through `crate::`, `self::` or `super::`, is ours;
+        // `tonic_health::pb::` and the like belong to other crates.
+        match path_root(code, at) {
+            None => found.push(at),
+            Some(root) if ["crate", "self", "super"].contains(&root) => found.push(at),
+            Some(_) => {}
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// A status variant (`NotificationStatus::New`, `VMoveStatus::Pending`...)
+/// written in the API outside [`STATUS_RULES`]: only the status rules pick
+/// a status. Comparing with one (`==`, `!=`, `.eq(`/`.ne(` in a query, a
+/// `match` or `matches!` pattern) reads a status and is allowed.
+pub fn status_outside_status_rules(file: &SourceFile) -> Vec<Violation> {
+    if !file.is_in("api-service/src/") || STATUS_RULES.iter().any(|allowed| file.is_in(allowed)) {
+        return Vec::new();
+    }
+    at_lines(
+        file,
+        STATUS_OUTSIDE_STATUS_RULES,
+        status_constructions(&file.code),
+        || {
+            "a status is chosen only by the status rules (api-service/src/status.rs); \
+         ask them, or compare with `==`"
+                .to_owned()
+        },
+    )
+}
+
+const STATUS_VARIANTS: &[(&str, &[&str])] = &[
+    (
+        "NotificationStatus",
+        &["New", "Running", "Error", "Failed", "Ignored", "Finished"],
+    ),
+    (
+        "VMoveStatus",
+        &["Pending", "Ongoing", "Succeeded", "Failed", "Ignored"],
+    ),
+];
+
+fn status_constructions(code: &str) -> Vec<usize> {
+    let mut found = Vec::new();
+    for (ty, variants) in STATUS_VARIANTS {
+        for at in words(code, ty) {
+            let Some(next) = after_path_separator(code, at + ty.len()) else {
+                continue;
+            };
+            let variant = ident_at(code, next);
+            if !variants.contains(&variant) || path_root(code, at) == Some("pb") {
+                continue;
+            }
+            if !is_comparison(code, at, next + variant.len()) {
+                found.push(at);
+            }
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// Whether the expression `code[start..end]` is compared with, or is a
+/// pattern, rather than a value being built.
+fn is_comparison(code: &str, start: usize, end: usize) -> bool {
+    let before = code[..skip_back(code, start)].trim_end();
+    let after = code[end..].trim_start();
+    let single_bar = |s: &str, bar_at_end: bool| {
+        if bar_at_end {
+            s.ends_with('|') && !s.ends_with("||")
+        } else {
+            s.starts_with('|') && !s.starts_with("||")
+        }
+    };
+    if ["==", "!=", ".eq(", ".ne("]
+        .iter()
+        .any(|op| before.ends_with(op))
+        || single_bar(before, true)
+        || ["==", "!=", "=>"].iter().any(|op| after.starts_with(op))
+        || single_bar(after, false)
+    {
+        return true;
+    }
+    // An argument of a comparing macro.
+    let mut depth = 0usize;
+    for (i, b) in code[..start].bytes().enumerate().rev() {
+        match b {
+            b')' | b']' | b'}' => depth += 1,
+            b'(' | b'[' | b'{' if depth > 0 => depth -= 1,
+            b'(' => {
+                let callee = code[..i].trim_end();
+                return [
+                    "matches!",
+                    "assert_eq!",
+                    "assert_ne!",
+                    "debug_assert_eq!",
+                    "debug_assert_ne!",
+                ]
+                .iter()
+                .any(|m| callee.ends_with(m));
+            }
+            b'[' | b'{' | b';' => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A `.rs` file whose first line is not a `//!` comment saying what it is
+/// for.
+pub fn module_doc(file: &SourceFile) -> Vec<Violation> {
+    if has_module_doc(&file.text) {
+        return Vec::new();
+    }
+    vec![file.violation(
+        MODULE_DOC,
+        0,
+        "the first line is not a `//!` comment saying what the file is for".to_owned(),
+    )]
+}
+
+fn has_module_doc(text: &str) -> bool {
+    text.lines()
+        .next()
+        .is_some_and(|first| first.starts_with("//!"))
+}
+
+/// A module, file or directory under a `src/` named `utils`, `helpers`,
+/// `manager`... ([`CATCH_ALL_NAMES`]): name what it holds instead. The
+/// test-support `tests/it/helpers.rs` files are outside `src/`, and left
+/// alone while the test harnesses move to a testkit crate.
+pub fn catch_all_name(file: &SourceFile) -> Vec<Violation> {
+    if !in_src(file) {
+        return Vec::new();
+    }
+    let mut violations = Vec::new();
+    if let Some(name) = catch_all_in_path(&file.path) {
+        violations.push(file.violation(
+            CATCH_ALL_NAME,
+            0,
+            format!("`{name}` in the path says nothing about what it holds"),
+        ));
+    }
+    violations.extend(at_lines(
+        file,
+        CATCH_ALL_NAME,
+        catch_all_modules(&file.code),
+        || {
+            "a module named `utils`, `helpers`, `manager`... says nothing about what it holds"
+                .to_owned()
+        },
+    ));
+    violations
+}
+
+fn catch_all_in_path(path: &str) -> Option<&str> {
+    path.split('/')
+        .skip_while(|c| *c != "src")
+        .skip(1)
+        .map(|c| c.strip_suffix(".rs").unwrap_or(c))
+        .find(|c| CATCH_ALL_NAMES.contains(c))
+}
+
+fn catch_all_modules(code: &str) -> Vec<usize> {
+    words(code, "mod")
+        .filter(|&at| {
+            let name_at = at + 3 + (code[at + 3..].len() - code[at + 3..].trim_start().len());
+            name_at > at + 3 && CATCH_ALL_NAMES.contains(&ident_at(code, name_at))
+        })
+        .collect()
+}
+
+/// `.store()` in the API's dispatcher: it goes through the service layer
+/// (`Api`), never around it to the store.
+pub fn dispatch_reaches_store(file: &SourceFile) -> Vec<Violation> {
+    if !file.is_in("api-service/src/dispatch/") {
+        return Vec::new();
+    }
+    at_lines(
+        file,
+        DISPATCH_REACHES_STORE,
+        store_calls(&file.code),
+        || "the dispatcher goes through the service layer (`Api`), not `.store()`".to_owned(),
+    )
+}
+
+fn store_calls(code: &str) -> Vec<usize> {
+    words(code, "store")
+        .filter(|&at| {
+            code[..at].trim_end().ends_with('.') && {
+                let rest = code[at + "store".len()..].trim_start();
+                rest.strip_prefix('(')
+                    .is_some_and(|r| r.trim_start().starts_with(')'))
+            }
+        })
+        .collect()
+}
+
+// Matching.
+
+/// One violation per line holding an offset.
+fn at_lines(
+    file: &SourceFile,
+    rule: &'static str,
+    offsets: Vec<usize>,
+    message: impl Fn() -> String,
+) -> Vec<Violation> {
+    let mut violations: Vec<Violation> = Vec::new();
+    for at in offsets {
+        if violations
+            .last()
+            .is_some_and(|v| v.line == file.line_of(at))
+        {
+            continue;
+        }
+        violations.push(file.violation(rule, at, message()));
+    }
+    violations
+}
+
+/// Whether the file is in a crate's sources (some directory `src` on its
+/// path), not its tests, benches or build script.
+fn in_src(file: &SourceFile) -> bool {
+    file.path.split('/').any(|c| c == "src")
+}
+
+/// The offsets of `word` as a whole identifier.
+fn words<'a>(code: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let bytes = code.as_bytes();
+    code.match_indices(word)
+        .map(|(at, _)| at)
+        .filter(move |&at| {
+            let end = at + word.len();
+            (at == 0 || !is_ident_byte(bytes[at - 1]))
+                && (end == bytes.len() || !is_ident_byte(bytes[end]))
+        })
+}
+
+fn starts_with_word(s: &str, word: &str) -> bool {
+    s.starts_with(word)
+        && !s
+            .as_bytes()
+            .get(word.len())
+            .is_some_and(|&b| is_ident_byte(b))
+}
+
+/// The identifier starting at `at` (empty if none).
+fn ident_at(code: &str, at: usize) -> &str {
+    let len = code[at..].bytes().take_while(|&b| is_ident_byte(b)).count();
+    &code[at..at + len]
+}
+
+/// After `code[..at]`, `::` (whitespace allowed around it): the offset of
+/// what follows.
+fn after_path_separator(code: &str, at: usize) -> Option<usize> {
+    let rest = code[at..].trim_start();
+    let rest = rest.strip_prefix("::")?;
+    let trimmed = rest.trim_start();
+    Some(code.len() - trimmed.len())
+}
+
+/// The offset just past the last non-whitespace byte before `at`.
+fn skip_back(code: &str, at: usize) -> usize {
+    code[..at].trim_end().len()
+}
+
+/// The first segment of the path whose segment starts at `at`, or `None`
+/// if that segment is the first (`a::b::c` at `c` gives `a`).
+fn path_root(code: &str, at: usize) -> Option<&str> {
+    let mut root = None;
+    let mut at = at;
+    loop {
+        let before = &code[..skip_back(code, at)];
+        let Some(before) = before.strip_suffix("::") else {
+            return root;
+        };
+        let end = skip_back(before, before.len());
+        let start = before[..end]
+            .bytes()
+            .rev()
+            .take_while(|&b| is_ident_byte(b))
+            .count();
+        if start == 0 {
+            return root;
+        }
+        at = end - start;
+        root = Some(&code[at..end]);
+    }
+}
+
+/// The length of the `{...}` group `s` starts with, braces included.
+fn group_end(s: &str) -> usize {
+    let mut depth = 0;
+    for (i, b) in s.bytes().enumerate() {
+        match b {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    s.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines of `text` that break `rule` when the file is at `path`.
+    fn lines(rule: Rule, path: &str, text: &str) -> Vec<usize> {
+        rule(&SourceFile::new(path, text))
+            .into_iter()
+            .map(|v| v.line)
+            .collect()
+    }
+
+    #[test]
+    fn sea_orm_only_in_store() {
+        let text = "//! a\n// sea_orm in a comment\nuse sea_orm::DbErr;\nlet x = my_sea_orm;\n";
+        let at = |path| lines(sea_orm_outside_store, path, text);
+        assert_eq!(at("api-service/src/service/error.rs"), [3]);
+        assert!(at("api-service/src/store/mod.rs").is_empty());
+        assert!(at("migrations/src/lib.rs").is_empty());
+    }
+
+    #[test]
+    fn generated_types_only_at_the_edges() {
+        let text = "//! a
+use instanceha_proto::v1 as pb;
+use instanceha_proto::{time, ConversionError};
+use instanceha_proto::{
+    engine::v1 as wire,
+    time,
+};
+let s = pb::Segment::default();
+let h = tonic_health::pb::FILE_DESCRIPTOR_SET;
+let t = crate::grpc::pb::Host::default();
+let d = instanceha_proto::PUBLIC_DESCRIPTOR_SET;
+let p = \"pb::Segment\"; // pb::Host
+";
+        let at = |path| lines(generated_types_outside_edges, path, text);
+        assert_eq!(at("api-service/src/rest/hosts.rs"), [2, 4, 8, 10]);
+        assert_eq!(at("cli/src/watch/mod.rs"), [2, 4, 8, 10]);
+        assert!(at("api-service/src/grpc/hosts.rs").is_empty());
+        assert!(at("api-service/src/dispatch/link.rs").is_empty());
+        assert!(at("cli/src/client.rs").is_empty());
+        assert!(at("api-service/tests/it/hosts.rs").is_empty());
+        assert!(at("fuzz/fuzz_targets/decode_request.rs").is_empty());
+    }
+
+    #[test]
+    fn statuses_are_chosen_by_the_status_rules_and_compared_anywhere() {
+        let text = "//! a
+let due = Due { status: NotificationStatus::Error };
+if n.status() == NotificationStatus::New {}
+if NotificationStatus::Running != s {}
+.filter(Column::Status.eq(NotificationStatus::Running.as_str()))
+match s { NotificationStatus::Failed | NotificationStatus::Ignored => {} }
+assert!(matches!(s, VMoveStatus::Pending));
+record.status = VMoveStatus::Succeeded;
+let wire = pb::NotificationStatus::New;
+let other = NotificationStatus::parse(\"new\");
+";
+        let at = |path| lines(status_outside_status_rules, path, text);
+        assert_eq!(at("api-service/src/store/dispatch.rs"), [2, 8]);
+        assert_eq!(at("api-service/src/rest/convert.rs"), [2, 8]);
+        assert!(at("api-service/src/status.rs").is_empty());
+        assert!(at("api-service/src/status/ledger.rs").is_empty());
+        assert!(at("api-service/src/grpc/convert.rs").is_empty());
+        assert!(at("engine-service/src/link/mod.rs").is_empty());
+    }
+
+    #[test]
+    fn every_file_opens_with_its_module_doc() {
+        assert!(lines(module_doc, "a/src/lib.rs", "//! what it is\nfn f() {}\n").is_empty());
+        assert_eq!(
+            lines(module_doc, "a/src/lib.rs", "// not a doc\n//! late\n"),
+            [1]
+        );
+        assert_eq!(lines(module_doc, "a/build.rs", "use std::env;\n"), [1]);
+        assert_eq!(lines(module_doc, "a/src/empty.rs", ""), [1]);
+    }
+
+    #[test]
+    fn no_catch_all_names_under_src() {
+        let at = |path, text| lines(catch_all_name, path, text);
+        assert_eq!(at("a/src/utils.rs", "//! a\n"), [1]);
+        assert_eq!(at("a/src/common/mod.rs", "//! a\n"), [1]);
+        assert_eq!(
+            at(
+                "a/src/lib.rs",
+                "//! a\nmod parse;\npub(crate) mod helpers;\n// mod util\n"
+            ),
+            [3]
+        );
+        assert!(at("a/tests/it/helpers.rs", "//! a\nmod util;\n").is_empty());
+        assert!(at("a/src/commonplace.rs", "//! a\nmod managers;\n").is_empty());
+    }
+
+    #[test]
+    fn the_dispatcher_does_not_reach_the_store() {
+        let text = "//! a
+let s = self.api.store();
+self.unreachable.store(0, Ordering::Relaxed);
+let e = store::Error::Stale;
+x.store ( )
+";
+        let at = |path| lines(dispatch_reaches_store, path, text);
+        assert_eq!(at("api-service/src/dispatch/mod.rs"), [2, 5]);
+        assert!(at("api-service/src/service/runs.rs").is_empty());
+    }
+
+    #[test]
+    fn path_roots() {
+        let code = "tonic_health::pb::X; crate :: grpc::pb::Y; pb::Z";
+        let roots: Vec<_> = words(code, "pb").map(|at| path_root(code, at)).collect();
+        assert_eq!(roots, [Some("tonic_health"), Some("crate"), None]);
+    }
+}
