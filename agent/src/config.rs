@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
-use instanceha_runtime::tls::ClientTlsSettings;
 use instanceha_runtime::environment::SettingsEnvironment;
 use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
+use instanceha_runtime::tls::ClientTlsSettings;
 use serde::{Deserialize, Serialize};
 
 /// The environment variables' prefix.

@@ -44,14 +44,17 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli, settings: Settings) -> ExitCode {
-    let telemetry =
-        match instanceha_runtime::telemetry::init("instanceha-agent", &settings.log, &settings.telemetry) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("instanceha-agent: {e}");
-                return ExitCode::from(2);
-            }
-        };
+    let telemetry = match instanceha_runtime::telemetry::init(
+        "instanceha-agent",
+        &settings.log,
+        &settings.telemetry,
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("instanceha-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
     for name in config::environment().ignored_variables() {
         tracing::warn!(variable = %name, "environment variable names no setting: ignored");
     }
