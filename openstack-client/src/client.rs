@@ -19,6 +19,8 @@ use super::error::{Call, Error};
 use super::keystone::{Keystone, Token};
 use super::metrics;
 use super::microversion::{self, Microversion, negotiate};
+use instanceha_runtime::backoff::Retries;
+
 use super::retry::{RetryPolicy, parse_retry_after};
 
 /// How the client reaches and talks to the cloud.
@@ -28,8 +30,12 @@ pub struct ClientSettings {
     pub interfaces: Vec<String>,
     pub region: Option<String>,
     pub connect_timeout: Duration,
-    /// Per request, every attempt.
+    /// Per request, every attempt (unless the request sets its own).
     pub request_timeout: Duration,
+    /// Per service update (`PUT /os-services`): longer than Nova's RPC
+    /// timeout (60 s), since disabling a compute Nova still believes up
+    /// waits for it.
+    pub service_update_timeout: Duration,
     pub retry: RetryPolicy,
     /// Fixed microversions instead of negotiating.
     pub nova_microversion: Option<Microversion>,
@@ -43,6 +49,7 @@ impl Default for ClientSettings {
             region: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
+            service_update_timeout: Duration::from_secs(90),
             retry: RetryPolicy::default(),
             nova_microversion: None,
             cinder_microversion: None,
@@ -86,11 +93,15 @@ pub(crate) struct Request {
     /// What the call does (`servers.get`, `servers.action.evacuate`), for
     /// spans and metrics.
     pub operation: &'static str,
-    /// Safe to send again after a timeout, a broken connection or a
-    /// 502/503/504. Never true for evacuate.
+    /// Safe to send again after a timeout, a broken connection or a 5xx:
+    /// reads. A write is sent again only when it certainly was not applied
+    /// (refused); an unknown outcome goes back to the caller, which reads
+    /// Nova's state before asking again.
     pub idempotent: bool,
     /// Send `X-Service-Token` too.
     pub service_token: bool,
+    /// This request's own timeout, instead of the client's.
+    pub timeout: Option<Duration>,
 }
 
 impl Request {
@@ -104,6 +115,7 @@ impl Request {
             operation: "other",
             idempotent: true,
             service_token: false,
+            timeout: None,
         }
     }
 
@@ -122,6 +134,7 @@ impl Request {
             operation: "other",
             idempotent: false,
             service_token: false,
+            timeout: None,
         }
     }
 
@@ -142,6 +155,11 @@ impl Request {
 
     pub fn service_token(mut self) -> Self {
         self.service_token = true;
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
         self
     }
 }
@@ -278,11 +296,51 @@ impl OpenStack {
 
     /// Logs in and resolves both endpoints and microversions, so that a
     /// misconfiguration shows at start rather than in the first recovery.
-    pub async fn check(&self) -> Result<(ServiceEndpoint, ServiceEndpoint), Error> {
-        Ok((
-            self.endpoint(ServiceKind::Compute).await?.clone(),
-            self.endpoint(ServiceKind::BlockStorage).await?.clone(),
-        ))
+    /// Cinder's endpoint is optional: a cloud without it in the catalog
+    /// answers `None` (boot-from-volume checks are off there).
+    pub async fn check(&self) -> Result<(ServiceEndpoint, Option<ServiceEndpoint>), Error> {
+        let compute = self.endpoint(ServiceKind::Compute).await?.clone();
+        let volume = match self.endpoint(ServiceKind::BlockStorage).await {
+            Ok(volume) => Some(volume.clone()),
+            Err(Error::NoEndpoint(_)) => None,
+            Err(e) => return Err(e),
+        };
+        Ok((compute, volume))
+    }
+
+    /// Whether the catalog has a block-storage service (Cinder).
+    pub async fn has_block_storage(&self) -> Result<bool, Error> {
+        match self.endpoint(ServiceKind::BlockStorage).await {
+            Ok(_) => Ok(true),
+            Err(Error::NoEndpoint(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Keeps the engine's tokens warm: one cheap authenticated read of Nova
+    /// (and of Cinder when the catalog has it), so that their
+    /// keystonemiddleware caches hold the token's validation, and the
+    /// service identity's token fetched, so that the first recovery after
+    /// a quiet period waits on neither Keystone nor a login.
+    pub async fn warm_up(&self) -> Result<(), Error> {
+        let token = self.inner.keystone.token().await?;
+        self.service_token(&token).await?;
+        self.send(
+            Request::get(ServiceKind::Compute, "/os-services")
+                .named("warm_up")
+                .query("binary", "nova-compute")
+                .query("host", "instanceha-warm-up"),
+        )
+        .await?;
+        if self.has_block_storage().await? {
+            self.send(
+                Request::get(ServiceKind::BlockStorage, "/volumes")
+                    .named("warm_up")
+                    .query("limit", "1"),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     /// The endpoint of `kind` and its microversion, discovered once.
@@ -441,7 +499,11 @@ impl OpenStack {
             method: request.method.clone(),
             path: request.path.clone(),
         };
-        let retry = &self.inner.settings.retry;
+        let policy = &self.inner.settings.retry;
+        let mut retries = policy.retries();
+        let timeout = request
+            .timeout
+            .unwrap_or(self.inner.settings.request_timeout);
         let mut attempt = 0;
         let mut reauthenticated = false;
         loop {
@@ -454,7 +516,7 @@ impl OpenStack {
                     request.method.clone(),
                     format!("{}{}", endpoint.url, request.path),
                 )
-                .timeout(self.inner.settings.request_timeout)
+                .timeout(timeout)
                 .header("X-Auth-Token", token.value.expose())
                 .header("Accept", "application/json")
                 .header("X-OpenStack-Request-ID", request_id());
@@ -512,8 +574,8 @@ impl OpenStack {
                                 reason: describe(&e),
                                 attempts: attempt,
                             };
-                            if request.idempotent && attempt < retry.max_attempts {
-                                self.pause(&failure, attempt, None).await;
+                            if request.idempotent && self.pause(&failure, &mut retries, None).await
+                            {
                                 continue;
                             }
                             return Err(failure);
@@ -543,9 +605,14 @@ impl OpenStack {
                         attempts: attempt,
                         retry_after,
                     };
-                    let transient =
-                        matches!(status, 502..=504) || (status == 429 && retry_after.is_some());
-                    if !transient || !request.idempotent {
+                    // A 429 was not processed: sent again whatever the
+                    // request. A 503 (nova-api or its proxy unable to take
+                    // it) and a 500, 502 or 504 only if the request is safe
+                    // to repeat: the caller of a write reads Nova first.
+                    let again = status == 429
+                        || (request.idempotent
+                            && (failure.refused() || failure.outcome_unknown()));
+                    if !again {
                         return Err(failure);
                     }
                     (failure, retry_after)
@@ -563,7 +630,7 @@ impl OpenStack {
                     let failure = if e.is_timeout() {
                         Error::Timeout {
                             call: Box::new(call.clone()),
-                            timeout: self.inner.settings.request_timeout,
+                            timeout,
                             attempts: attempt,
                         }
                     } else {
@@ -579,17 +646,29 @@ impl OpenStack {
                     (failure, None)
                 }
             };
-            if attempt >= retry.max_attempts {
+            if !self
+                .pause(&failure, &mut retries, policy.retry_after(retry_after))
+                .await
+            {
                 return Err(failure);
             }
-            self.pause(&failure, attempt, retry_after).await;
         }
     }
 
-    async fn pause(&self, failure: &Error, attempt: u32, retry_after: Option<Duration>) {
-        let delay = self.inner.settings.retry.delay(attempt, retry_after);
-        tracing::warn!(error = %failure, attempt, delay_ms = delay.as_millis() as u64, "transient openstack failure; retrying");
+    /// Waits before the next try; false when the tries or the budget are
+    /// spent.
+    async fn pause(
+        &self,
+        failure: &Error,
+        retries: &mut Retries,
+        retry_after: Option<Duration>,
+    ) -> bool {
+        let Some(delay) = retries.next_delay(retry_after) else {
+            return false;
+        };
+        tracing::warn!(error = %failure, attempt = retries.tries() - 1, delay_ms = delay.as_millis() as u64, "transient openstack failure; retrying");
         tokio::time::sleep(delay).await;
+        true
     }
 
     /// The token to send as `X-Service-Token`: the service identity's, or

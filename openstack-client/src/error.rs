@@ -130,11 +130,47 @@ impl Error {
     }
 
     /// The request may have been applied although no answer says so (a
-    /// timeout or a broken connection after sending). Non-idempotent calls
-    /// must re-read state instead of resending.
+    /// timeout, a broken connection after sending, a 500 from a service
+    /// that failed midway, a 502 or 504 from a proxy). Calls that are not
+    /// safe to repeat must re-read state instead of resending.
     pub fn outcome_unknown(&self) -> bool {
         matches!(self, Self::Timeout { .. } | Self::Lost { .. })
-            || matches!(self.status(), Some(502..=504))
+            || matches!(
+                self,
+                Self::Status {
+                    status: 500 | 502 | 504,
+                    ..
+                }
+            )
+    }
+
+    /// The request was certainly not applied: it could not be sent
+    /// (connection refused), or the service refused to take it (503, 429).
+    /// Any request may be sent again.
+    pub fn refused(&self) -> bool {
+        matches!(self, Self::Connect { .. })
+            || matches!(
+                self,
+                Self::Status {
+                    status: 429 | 503,
+                    ..
+                }
+            )
+    }
+
+    /// The failure may pass (a service down, overloaded, or slow): another
+    /// try later may succeed. Refused, unknown outcomes, and a login that
+    /// failed for such a reason.
+    pub fn is_transient(&self) -> bool {
+        self.refused()
+            || self.outcome_unknown()
+            || matches!(
+                self,
+                Self::Auth {
+                    status: None | Some(429 | 500 | 502..=504),
+                    ..
+                }
+            )
     }
 }
 
@@ -155,6 +191,41 @@ mod tests {
             attempts: 1,
             retry_after: None,
         }
+    }
+
+    #[test]
+    fn failures_are_transient_refused_or_of_unknown_outcome() {
+        for status in [429, 503] {
+            assert!(answered(status).refused() && answered(status).is_transient());
+            assert!(!answered(status).outcome_unknown());
+        }
+        for status in [500, 502, 504] {
+            assert!(answered(status).outcome_unknown() && answered(status).is_transient());
+            assert!(!answered(status).refused());
+        }
+        for status in [400, 403, 404, 409] {
+            assert!(!answered(status).is_transient(), "{status}");
+        }
+        let refused = Error::Connect {
+            call: Box::new(Call {
+                service: "nova",
+                method: reqwest::Method::POST,
+                path: "/servers/1/action".to_owned(),
+            }),
+            reason: "connection refused".to_owned(),
+            attempts: 1,
+        };
+        assert!(refused.refused() && refused.is_transient());
+        let keystone_down = Error::Auth {
+            status: None,
+            message: "unreachable".to_owned(),
+        };
+        assert!(keystone_down.is_transient());
+        let bad_password = Error::Auth {
+            status: Some(401),
+            message: "no".to_owned(),
+        };
+        assert!(!bad_password.is_transient());
     }
 
     #[test]

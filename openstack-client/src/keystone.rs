@@ -233,9 +233,8 @@ impl Keystone {
             path: "/v3/auth/tokens".to_owned(),
         };
         let mut reauthenticated = false;
-        let mut attempt = 0;
+        let mut retries = self.retry.retries();
         loop {
-            attempt += 1;
             let own = self.token().await?;
             let mut request = self
                 .http
@@ -261,13 +260,10 @@ impl Keystone {
                     401 if !reauthenticated => {
                         // Our own token went stale.
                         reauthenticated = true;
-                        attempt -= 1;
                         self.invalidate(&own).await;
                         continue;
                     }
-                    status @ (429 | 502..=504) if attempt < self.retry.max_attempts => {
-                        format!("{status}")
-                    }
+                    status @ (429 | 500 | 502..=504) if !retries.spent() => format!("{status}"),
                     status => {
                         let text = response.text().await.unwrap_or_default();
                         return Err(Error::Auth {
@@ -279,7 +275,7 @@ impl Keystone {
                         });
                     }
                 },
-                Err(e) if attempt < self.retry.max_attempts => super::client::describe(&e),
+                Err(e) if !retries.spent() => super::client::describe(&e),
                 Err(e) => {
                     return Err(Error::Auth {
                         status: None,
@@ -290,9 +286,8 @@ impl Keystone {
                     });
                 }
             };
-            let delay = self.retry.delay(attempt, None);
-            tracing::warn!(attempt, error = %failure, "keystone token validation failed; retrying");
-            tokio::time::sleep(delay).await;
+            tracing::warn!(attempt = retries.tries(), error = %failure, "keystone token validation failed; retrying");
+            retries.wait(None).await;
         }
     }
 
@@ -304,9 +299,8 @@ impl Keystone {
             path: "/v3/auth/tokens".to_owned(),
         };
         let body = auth_body(&self.credentials);
-        let mut attempt = 0;
+        let mut retries = self.retry.retries();
         loop {
-            attempt += 1;
             let mut request = self
                 .http
                 .post(&url)
@@ -330,7 +324,7 @@ impl Keystone {
                         .and_then(parse_retry_after);
                     let text = response.text().await.unwrap_or_default();
                     let message = super::client::error_message(&text, status);
-                    if !matches!(status, 429 | 502..=504) || attempt >= self.retry.max_attempts {
+                    if !matches!(status, 429 | 500 | 502..=504) || retries.spent() {
                         return Err(Error::Auth {
                             status: Some(status),
                             message: format!("login as {} failed: {status} {message}", self.who()),
@@ -340,7 +334,7 @@ impl Keystone {
                 }
                 Err(e) => {
                     retry_after = None;
-                    if attempt >= self.retry.max_attempts {
+                    if retries.spent() {
                         return Err(Error::Auth {
                             status: None,
                             message: format!(
@@ -354,8 +348,13 @@ impl Keystone {
                     super::client::describe(&e)
                 }
             };
-            let delay = self.retry.delay(attempt, retry_after);
-            tracing::warn!(attempt, error = %transient, delay_ms = delay.as_millis() as u64, "keystone login failed; retrying");
+            let Some(delay) = retries.next_delay(self.retry.retry_after(retry_after)) else {
+                return Err(Error::Auth {
+                    status: None,
+                    message: format!("login as {} failed: {transient}", self.who()),
+                });
+            };
+            tracing::warn!(attempt = retries.tries() - 1, error = %transient, delay_ms = delay.as_millis() as u64, "keystone login failed; retrying");
             tokio::time::sleep(delay).await;
         }
     }

@@ -200,6 +200,35 @@ pub struct ServiceUpdate {
     pub enabled: Option<bool>,
 }
 
+impl ServiceUpdate {
+    /// Whether `service` shows this update applied.
+    pub fn is_applied_to(&self, service: &ComputeService) -> bool {
+        self.forced_down
+            .is_none_or(|down| service.forced_down == Some(down))
+            && self.enabled.is_none_or(|enabled| {
+                service.status == if enabled { "enabled" } else { "disabled" }
+            })
+    }
+}
+
+/// The request of a server action.
+fn action_request(id: &str, body: Value) -> Request {
+    let action = match body
+        .as_object()
+        .and_then(|o| o.keys().next())
+        .map(String::as_str)
+    {
+        Some("evacuate") => "servers.action.evacuate",
+        Some("lock") => "servers.action.lock",
+        Some("unlock") => "servers.action.unlock",
+        Some("os-stop") => "servers.action.stop",
+        Some("os-start") => "servers.action.start",
+        Some("os-resetState") => "servers.action.reset_state",
+        _ => "servers.action",
+    };
+    Request::with_body(COMPUTE, Method::POST, format!("/servers/{id}/action"), body).named(action)
+}
+
 /// The answer to an evacuate request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvacuateAccepted {
@@ -292,31 +321,70 @@ impl OpenStack {
         Ok(body.server)
     }
 
+    /// Sends a write that is safe to repeat once it is known not to have
+    /// been applied. A refusal is sent again (by [`Self::send`]); an
+    /// unknown outcome (a timeout, a broken connection, a 500/502/504) is
+    /// settled by `applied`, which reads Nova's state: applied means done,
+    /// not applied means send again after a wait — never again blind. Both
+    /// within the retry budget. `Ok(None)`: applied, known by reading.
+    async fn confirmed_write<F, Fut>(
+        &self,
+        request: Request,
+        applied: F,
+    ) -> Result<Option<super::client::Response>, Error>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<bool, Error>>,
+    {
+        let policy = &self.settings().retry;
+        let mut retries = policy.retries();
+        loop {
+            let error = match self.send(request.clone()).await {
+                Ok(response) => return Ok(Some(response)),
+                Err(e) if e.outcome_unknown() => e,
+                Err(e) => return Err(e),
+            };
+            match applied().await {
+                Ok(true) => {
+                    tracing::info!(error = %error, "the answer was lost, but nova shows the change applied");
+                    return Ok(None);
+                }
+                Ok(false) => {}
+                // Nova cannot be read within the budget either.
+                Err(read) => {
+                    tracing::warn!(error = %read, "cannot read nova to confirm a write");
+                    return Err(error);
+                }
+            }
+            tracing::warn!(error = %error, "write outcome unknown and nova shows it not applied; sending it again");
+            if !retries.wait(policy.retry_after(error.retry_after())).await {
+                return Err(error);
+            }
+        }
+    }
+
+    /// A server action that is safe to repeat, confirmed by `applied` on
+    /// an unknown outcome (see [`Self::confirmed_write`]).
+    async fn confirmed_action<F>(&self, id: &str, body: Value, applied: F) -> Result<(), Error>
+    where
+        F: Fn(&Server) -> bool,
+    {
+        let request = action_request(id, body);
+        self.confirmed_write(request, || async {
+            self.server(id).await.map(|server| applied(&server))
+        })
+        .await
+        .map(drop)
+    }
+
     async fn server_action(
         &self,
         id: &str,
         body: Value,
         idempotent: bool,
     ) -> Result<Option<String>, Error> {
-        let action = match body
-            .as_object()
-            .and_then(|o| o.keys().next())
-            .map(String::as_str)
-        {
-            Some("evacuate") => "servers.action.evacuate",
-            Some("lock") => "servers.action.lock",
-            Some("unlock") => "servers.action.unlock",
-            Some("os-stop") => "servers.action.stop",
-            Some("os-start") => "servers.action.start",
-            Some("os-resetState") => "servers.action.reset_state",
-            _ => "servers.action",
-        };
         let response = self
-            .send(
-                Request::with_body(COMPUTE, Method::POST, format!("/servers/{id}/action"), body)
-                    .named(action)
-                    .idempotent(idempotent),
-            )
+            .send(action_request(id, body).idempotent(idempotent))
             .await?;
         Ok(response.request_id)
     }
@@ -329,33 +397,37 @@ impl OpenStack {
         } else {
             json!({"lock": null})
         };
-        self.server_action(id, body, true).await.map(drop)
+        self.confirmed_action(id, body, |s| s.locked == Some(true))
+            .await
     }
 
     pub async fn unlock(&self, id: &str) -> Result<(), Error> {
-        self.server_action(id, json!({"unlock": null}), true)
+        self.confirmed_action(id, json!({"unlock": null}), |s| s.locked == Some(false))
             .await
-            .map(drop)
     }
 
     /// `os-stop`; 409 means the state does not allow it (already stopped).
     pub async fn stop(&self, id: &str) -> Result<(), Error> {
-        self.server_action(id, json!({"os-stop": null}), true)
-            .await
-            .map(drop)
+        self.confirmed_action(id, json!({"os-stop": null}), |s| {
+            s.vm_state() == "stopped" || s.task_state.as_deref() == Some("powering-off")
+        })
+        .await
     }
 
     pub async fn start(&self, id: &str) -> Result<(), Error> {
-        self.server_action(id, json!({"os-start": null}), true)
-            .await
-            .map(drop)
+        self.confirmed_action(id, json!({"os-start": null}), |s| {
+            s.vm_state() == "active" || s.task_state.as_deref() == Some("powering-on")
+        })
+        .await
     }
 
     /// `os-resetState` to `active` or `error` (admin).
     pub async fn reset_state(&self, id: &str, state: &str) -> Result<(), Error> {
-        self.server_action(id, json!({"os-resetState": {"state": state}}), true)
-            .await
-            .map(drop)
+        let wanted = state.to_owned();
+        self.confirmed_action(id, json!({"os-resetState": {"state": state}}), move |s| {
+            s.vm_state() == wanted
+        })
+        .await
     }
 
     /// Asks Nova to evacuate the server (to `host`, or where the scheduler
@@ -532,18 +604,23 @@ impl OpenStack {
                 }
                 None => {}
             }
-            let response = self
-                .send(
-                    Request::with_body(
-                        COMPUTE,
-                        Method::PUT,
-                        format!("/os-services/{id}"),
-                        Value::Object(body),
-                    )
-                    .named("services.update")
-                    .idempotent(true),
-                )
-                .await?;
+            let request = Request::with_body(
+                COMPUTE,
+                Method::PUT,
+                format!("/os-services/{id}"),
+                Value::Object(body),
+            )
+            .named("services.update")
+            .timeout(self.settings().service_update_timeout);
+            let applied = || async {
+                Ok(self
+                    .compute_service(&service.host)
+                    .await?
+                    .is_some_and(|now| update.is_applied_to(&now)))
+            };
+            let Some(response) = self.confirmed_write(request, applied).await? else {
+                return self.service_of(&service.host).await;
+            };
             let body: Body = response.json()?;
             return serde_json::from_value(body.service).map_err(|e| Error::Decode {
                 call: Box::new(response.call.clone()),
@@ -582,13 +659,19 @@ impl OpenStack {
                 self.send(
                     Request::with_body(COMPUTE, Method::PUT, path, body)
                         .named("services.disable")
+                        .timeout(self.settings().service_update_timeout)
                         .idempotent(true),
                 )
                 .await?;
             }
             None => {}
         }
-        self.compute_service(&service.host)
+        self.service_of(&service.host).await
+    }
+
+    /// The nova-compute service of `host`, which must exist.
+    async fn service_of(&self, host: &str) -> Result<ComputeService, Error> {
+        self.compute_service(host)
             .await?
             .ok_or_else(|| Error::Status {
                 call: Box::new(super::error::Call {
@@ -597,7 +680,7 @@ impl OpenStack {
                     path: "/os-services".to_owned(),
                 }),
                 status: 404,
-                message: format!("no nova-compute service on {}", service.host),
+                message: format!("no nova-compute service on {host}"),
                 request_id: None,
                 attempts: 1,
                 retry_after: None,

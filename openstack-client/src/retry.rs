@@ -1,24 +1,33 @@
-//! The retry policy for transient failures: bounded attempts, jittered
-//! exponential backoff, and `Retry-After` honoured (capped).
+//! The retry policy for transient failures: a call keeps trying through
+//! refused connections, timeouts and 5xx answers for a time budget (the
+//! outage the engine rides out), with capped, jittered backoff
+//! (`instanceha_runtime::backoff`), honouring `Retry-After` (capped).
 
 use std::time::Duration;
 
-use rand::Rng;
+use instanceha_runtime::backoff::{Backoff, Retries};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetryPolicy {
-    /// Attempts per call, the first included.
+    /// Tries per call at most, the first included; 0 leaves only `budget`
+    /// to bound them.
     pub max_attempts: u32,
-    /// Wait before the second attempt; doubles each time.
+    /// The wait after the first failure; it doubles with each try.
     #[serde(with = "humantime_serde")]
     pub initial_backoff: Duration,
+    /// The longest wait between tries (a call that failed during an
+    /// outage tries again within this once the service is back).
     #[serde(with = "humantime_serde")]
     pub max_backoff: Duration,
     /// The longest `Retry-After` honoured; longer ones are cut to this.
     #[serde(with = "humantime_serde")]
     pub max_retry_after: Duration,
+    /// How long one call keeps trying, from its first try. Not a setting of
+    /// its own: the engine sets it from `recovery.outage_tolerance`.
+    #[serde(skip)]
+    pub budget: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -26,30 +35,31 @@ impl Default for RetryPolicy {
         Self {
             max_attempts: 4,
             initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(8),
+            max_backoff: Duration::from_secs(4),
             max_retry_after: Duration::from_secs(30),
+            budget: Duration::from_secs(60),
         }
     }
 }
 
 impl RetryPolicy {
-    /// How long to wait after failed attempt number `attempt` (1-based).
-    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        if let Some(after) = retry_after {
-            return after.min(self.max_retry_after);
-        }
-        let exponent = attempt.saturating_sub(1).min(16);
-        let base = self
-            .initial_backoff
-            .saturating_mul(1 << exponent)
-            .min(self.max_backoff);
-        // Full jitter between half and the whole base spreads retries of
-        // many concurrent workers.
-        let millis = base.as_millis() as u64;
-        if millis < 2 {
-            return base;
-        }
-        Duration::from_millis(rand::rng().random_range(millis / 2..=millis))
+    /// The waits between tries.
+    pub fn backoff(&self) -> Backoff {
+        Backoff::new(self.initial_backoff, self.max_backoff)
+    }
+
+    /// The waits of one call's tries, bounded by the attempts (if any) and
+    /// the budget.
+    pub fn retries(&self) -> Retries {
+        self.backoff().retries(
+            (self.max_attempts > 0).then_some(self.max_attempts),
+            Some(self.budget),
+        )
+    }
+
+    /// A server's `Retry-After`, capped.
+    pub fn retry_after(&self, requested: Option<Duration>) -> Option<Duration> {
+        requested.map(|after| after.min(self.max_retry_after))
     }
 }
 
@@ -69,20 +79,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_grows_is_capped_and_honours_retry_after() {
+    fn retry_after_is_capped() {
         let policy = RetryPolicy::default();
-        let first = policy.delay(1, None);
-        assert!(first >= Duration::from_millis(250) && first <= Duration::from_millis(500));
-        let late = policy.delay(10, None);
-        assert!(late <= Duration::from_secs(8) && late >= Duration::from_secs(4));
         assert_eq!(
-            policy.delay(1, Some(Duration::from_secs(5))),
-            Duration::from_secs(5)
+            policy.retry_after(Some(Duration::from_secs(5))),
+            Some(Duration::from_secs(5))
         );
         assert_eq!(
-            policy.delay(1, Some(Duration::from_secs(3600))),
-            Duration::from_secs(30)
+            policy.retry_after(Some(Duration::from_secs(3600))),
+            Some(Duration::from_secs(30))
         );
+        assert_eq!(policy.retry_after(None), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_an_attempt_limit_the_budget_bounds_the_tries() {
+        let policy = RetryPolicy {
+            max_attempts: 0,
+            budget: Duration::from_secs(600),
+            ..RetryPolicy::default()
+        };
+        let started = tokio::time::Instant::now();
+        let mut retries = policy.retries();
+        while retries.wait(None).await {}
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= Duration::from_secs(599) && elapsed <= Duration::from_secs(601),
+            "{elapsed:?}"
+        );
+        // Waits of at most 4 s: about 150 tries in ten minutes.
+        assert!(retries.tries() > 140, "{}", retries.tries());
     }
 
     #[test]
