@@ -80,6 +80,16 @@ pub struct OpenStackSettings {
     pub connect_timeout: Duration,
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// Per service update: longer than Nova's RPC timeout (60 s), since
+    /// disabling a compute Nova still believes up waits for it.
+    #[serde(with = "humantime_serde")]
+    pub service_update_timeout: Duration,
+    /// Every this long the engine makes a cheap authenticated call to Nova
+    /// (and Cinder), so that its token stays validated in their
+    /// keystonemiddleware cache (300 s by default) and the first
+    /// evacuation after a quiet period does not wait on Keystone. 0: off.
+    #[serde(with = "humantime_serde")]
+    pub token_warmup_interval: Duration,
     pub retry: RetryPolicy,
     /// Fix the Nova microversion (e.g. "2.94") instead of negotiating.
     pub nova_microversion: Option<String>,
@@ -98,7 +108,13 @@ impl Default for OpenStackSettings {
             interfaces: client.interfaces,
             connect_timeout: client.connect_timeout,
             request_timeout: client.request_timeout,
-            retry: client.retry,
+            service_update_timeout: client.service_update_timeout,
+            token_warmup_interval: Duration::from_secs(240),
+            // The outage tolerance bounds the tries, not their number.
+            retry: RetryPolicy {
+                max_attempts: 0,
+                ..client.retry
+            },
             nova_microversion: None,
             cinder_microversion: None,
         }
@@ -127,9 +143,16 @@ pub struct RecoverySettings {
     /// How long a stop or start may take (Masakari: 180 s / 60 s).
     #[serde(with = "humantime_serde")]
     pub power_timeout: Duration,
-    /// The prefix of the lock reason the engine sets; a lock with this
-    /// prefix is the engine's own (from an earlier run).
+    /// The prefix of the lock reason the engine sets; the reason also
+    /// names the notification, and only that notification releases it.
     pub lock_reason_prefix: String,
+    /// How long every call that is safe to repeat (reads, lock, unlock,
+    /// stop and start, service updates, logins) keeps trying through
+    /// refused connections, timeouts and 5xx answers: the outage of Nova,
+    /// Cinder or Keystone a recovery rides out. Beyond it the step fails
+    /// for a passing reason, and the API retries the instance.
+    #[serde(with = "humantime_serde")]
+    pub outage_tolerance: Duration,
 }
 
 impl Default for RecoverySettings {
@@ -141,6 +164,7 @@ impl Default for RecoverySettings {
             evacuation_timeout: Duration::from_secs(900),
             power_timeout: Duration::from_secs(180),
             lock_reason_prefix: "instance-ha".to_owned(),
+            outage_tolerance: Duration::from_secs(600),
         }
     }
 }
@@ -287,10 +311,19 @@ impl Settings {
             ));
         }
         self.telemetry.validate().map_err(Error::Invalid)?;
-        if self.openstack.retry.max_attempts == 0 {
-            return Err(Error::Invalid(
-                "openstack.retry.max_attempts must be at least 1".to_owned(),
-            ));
+        // `openstack.retry.max_attempts = 0` is the default: no count, the
+        // outage tolerance alone bounds the retries of a call.
+        for (key, value) in [
+            ("recovery.outage_tolerance", r.outage_tolerance),
+            ("openstack.request_timeout", self.openstack.request_timeout),
+            (
+                "openstack.service_update_timeout",
+                self.openstack.service_update_timeout,
+            ),
+        ] {
+            if value.is_zero() {
+                return Err(Error::Invalid(format!("{key} must be more than 0")));
+            }
         }
         for (key, value) in [
             (
@@ -367,7 +400,11 @@ impl Settings {
                 region,
                 connect_timeout: os.connect_timeout,
                 request_timeout: os.request_timeout,
-                retry: os.retry.clone(),
+                service_update_timeout: os.service_update_timeout,
+                retry: RetryPolicy {
+                    budget: self.recovery.outage_tolerance,
+                    ..os.retry.clone()
+                },
                 nova_microversion: parse(&os.nova_microversion),
                 cinder_microversion: parse(&os.cinder_microversion),
             },
@@ -483,6 +520,12 @@ mod tests {
         let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
         assert!(
             err.to_string().contains("max_concurrent_instances"),
+            "{err}"
+        );
+        std::fs::write(&path, "[recovery]\noutage_tolerance = \"0s\"\n").unwrap();
+        let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("recovery.outage_tolerance"),
             "{err}"
         );
         std::fs::write(&path, "[openstack]\nnova_microversion = \"2\"\n").unwrap();

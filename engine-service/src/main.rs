@@ -102,7 +102,8 @@ fn main() -> ExitCode {
         let server = match Server::bind(settings.listen, engine).await {
             Ok(server) => server
                 .with_tls(tls)
-                .with_drain_delay(settings.shutdown.drain_delay),
+                .with_drain_delay(settings.shutdown.drain_delay)
+                .with_token_warm_up(settings.openstack.token_warmup_interval),
             Err(e) => {
                 eprintln!("instanceha-engine: {e}");
                 return (ExitCode::FAILURE, Some(telemetry));

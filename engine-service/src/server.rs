@@ -1,13 +1,15 @@
 //! Starting and stopping `instanceha-engine`: build the OpenStack client,
-//! bind, serve the Recover stream with health and reflection, and shut
-//! down gracefully. Health reports SERVING once Keystone and both
-//! endpoints answer.
+//! bind, serve the Recover stream with health and reflection, keep the
+//! token warm, and shut down gracefully. Health reports SERVING once
+//! Keystone and Nova answer (Cinder is optional: without it in the catalog
+//! the engine warns once and recovers without boot-from-volume checks).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use instanceha_proto::engine::v1 as pb;
+use instanceha_runtime::backoff::Backoff;
 use instanceha_runtime::listen::without_nagle;
 use instanceha_runtime::shutdown;
 use tokio::net::TcpListener;
@@ -42,6 +44,8 @@ pub struct Server {
     tls: Option<tonic::transport::ServerTlsConfig>,
     /// How long to go on serving, not ready, after the shutdown signal.
     drain_delay: Duration,
+    /// How often the token is kept warm (zero: never).
+    warm_up_interval: Duration,
 }
 
 impl Server {
@@ -57,7 +61,16 @@ impl Server {
             engine,
             tls: None,
             drain_delay: Duration::ZERO,
+            warm_up_interval: Duration::ZERO,
         })
+    }
+
+    /// Every `interval`, a cheap authenticated call to Nova and Cinder
+    /// keeps the token validated in their caches
+    /// (`openstack.token_warmup_interval`; zero: off).
+    pub fn with_token_warm_up(mut self, interval: Duration) -> Self {
+        self.warm_up_interval = interval;
+        self
     }
 
     /// After the shutdown signal, report NOT_SERVING but go on accepting
@@ -105,6 +118,7 @@ impl Server {
         let openstack_check = tokio::spawn({
             let reporter = reporter.clone();
             let openstack = self.engine.openstack().clone();
+            let warm_up = self.warm_up_interval;
             async move {
                 wait_for_openstack(&openstack).await;
                 reporter
@@ -113,6 +127,10 @@ impl Server {
                 reporter
                     .set_service_status("", ServingStatus::Serving)
                     .await;
+                // Until shutdown aborts this task.
+                if !warm_up.is_zero() {
+                    keep_token_warm(openstack, warm_up).await;
+                }
             }
         });
         let reflection_v1 = tonic_reflection::server::Builder::configure()
@@ -166,12 +184,14 @@ impl Server {
     }
 }
 
-/// Logs in and discovers both endpoints, retrying until it works.
+/// Logs in and discovers Nova's endpoint (and Cinder's, if the catalog has
+/// one), retrying until it works.
 async fn wait_for_openstack(openstack: &OpenStack) {
-    let mut delay = Duration::from_secs(1);
+    let mut retries =
+        Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).retries(None, None);
     loop {
         match openstack.check().await {
-            Ok((compute, volume)) => {
+            Ok((compute, Some(volume))) => {
                 tracing::info!(
                     compute = %compute.url, nova_microversion = %compute.microversion,
                     volume = %volume.url, cinder_microversion = %volume.microversion,
@@ -179,11 +199,36 @@ async fn wait_for_openstack(openstack: &OpenStack) {
                 );
                 return;
             }
-            Err(e) => {
-                tracing::warn!(error = %e, retry_in_s = delay.as_secs(), "openstack not reachable yet");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
+            Ok((compute, None)) => {
+                tracing::warn!(
+                    compute = %compute.url, nova_microversion = %compute.microversion,
+                    "openstack reachable without cinder in the catalog: boot-from-volume checks are off"
+                );
+                return;
             }
+            Err(e) => {
+                let Some(delay) = retries.next_delay(None) else {
+                    return;
+                };
+                tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "openstack not reachable yet");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// Keeps the engine's token validated in Nova's and Cinder's caches: a
+/// cheap authenticated call every `interval` (below keystonemiddleware's
+/// 300 s cache time), so the first evacuation after a quiet period does not
+/// wait on Keystone. Failures are logged and do not stop it.
+async fn keep_token_warm(openstack: OpenStack, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match openstack.warm_up().await {
+            Ok(()) => tracing::debug!("token kept warm"),
+            Err(e) => tracing::warn!(error = %e, "cannot keep the token warm"),
         }
     }
 }

@@ -67,6 +67,12 @@ pub fn api_for(database_url: &str, engine: SocketAddr) -> ApiSettings {
 /// simulator speed, 100).
 pub fn quick_engine(settings: &mut EngineSettings) {
     settings.openstack.request_timeout = Duration::from_secs(2);
+    settings.openstack.service_update_timeout = Duration::from_secs(4);
+    // A short outage tolerance: faults that outlast it fail the step (for
+    // a passing reason) within a test's patience.
+    settings.recovery.outage_tolerance = Duration::from_secs(1);
+    // Tests that count or trace Nova's requests see only the recovery's.
+    settings.openstack.token_warmup_interval = Duration::ZERO;
     settings.openstack.retry.max_attempts = 3;
     settings.openstack.retry.initial_backoff = Duration::from_millis(10);
     settings.openstack.retry.max_backoff = Duration::from_millis(40);
@@ -80,6 +86,8 @@ pub fn quick_engine(settings: &mut EngineSettings) {
 /// The API's counterpart of [`quick_engine`]: fast retries and scans, a
 /// short lease.
 pub fn quick_api(settings: &mut ApiSettings) {
+    settings.dispatch.max_attempts = 3;
+    settings.dispatch.retry_window = Duration::from_secs(2);
     settings.dispatch.retry_delay = Duration::from_millis(50);
     settings.dispatch.max_retry_delay = Duration::from_millis(200);
     settings.dispatch.scan_interval = Duration::from_millis(100);

@@ -8,8 +8,8 @@ use instanceha_proto::v1 as public;
 use prost_types::Timestamp;
 
 use crate::recovery::{
-    InstanceRef, InstanceResult, NotificationType, ProgressState, RunEvent, RunOutcome, StartRun,
-    VMoveType,
+    InstanceRef, InstanceResult, NotificationType, ProgressState, RunEvent, RunKind, RunOutcome,
+    StartRun, VMoveType,
 };
 use crate::workflow::targets::RecoveryMethod;
 
@@ -58,9 +58,21 @@ impl TryFrom<pb::StartRun> for StartRun {
                 });
             }
         };
+        let run_kind = match pb::RunKind::try_from(start.kind) {
+            Ok(pb::RunKind::Unspecified | pb::RunKind::Recover) => RunKind::Recover,
+            Ok(pb::RunKind::Reconcile) => RunKind::Reconcile,
+            Ok(pb::RunKind::ReleaseLocks) => RunKind::ReleaseLocks,
+            Err(_) => {
+                return Err(ConversionError::UnexpectedEnumVariant {
+                    field: "start_run.kind",
+                    value: start.kind,
+                });
+            }
+        };
         Ok(StartRun {
             run_id: start.run_id,
             attempt: start.attempt.max(1),
+            run_kind,
             notification_id: notification.id,
             kind,
             hostname: notification.hostname,
@@ -72,8 +84,8 @@ impl TryFrom<pb::StartRun> for StartRun {
             segment_name: segment.name,
             recovery_method,
             reserved_hosts: start.reserved_hosts.into_iter().map(|h| h.name).collect(),
-            retry_instances: start
-                .retry_instances
+            instances: start
+                .instances
                 .into_iter()
                 .map(|i| InstanceRef {
                     instance_id: i.instance_id,
@@ -92,6 +104,37 @@ fn progress_state(state: ProgressState) -> public::ProgressState {
         ProgressState::Failed => public::ProgressState::Failed,
         ProgressState::Skipped => public::ProgressState::Skipped,
         ProgressState::Info => public::ProgressState::Info,
+    }
+}
+
+/// An instance result's wire fields.
+struct WireResult {
+    result: pb::InstanceResult,
+    dest_host: String,
+    message: String,
+    retryable: bool,
+}
+
+fn instance_result(result: InstanceResult) -> WireResult {
+    match result {
+        InstanceResult::Succeeded { dest_host, note } => WireResult {
+            result: pb::InstanceResult::Succeeded,
+            dest_host: dest_host.unwrap_or_default(),
+            message: note.unwrap_or_default(),
+            retryable: false,
+        },
+        InstanceResult::Failed { message, retryable } => WireResult {
+            result: pb::InstanceResult::Failed,
+            dest_host: String::new(),
+            message,
+            retryable,
+        },
+        InstanceResult::Ignored { message } => WireResult {
+            result: pb::InstanceResult::Ignored,
+            dest_host: String::new(),
+            message,
+            retryable: false,
+        },
     }
 }
 
@@ -136,26 +179,39 @@ pub fn event_message(run_id: &str, sequence: u64, event: RunEvent) -> pb::RunEve
             start,
             end,
         } => {
-            let (result, dest_host, message) = match outcome {
-                InstanceResult::Succeeded { dest_host } => (
-                    pb::InstanceResult::Succeeded,
-                    dest_host.unwrap_or_default(),
-                    String::new(),
-                ),
-                InstanceResult::Failed { message } => {
-                    (pb::InstanceResult::Failed, String::new(), message)
-                }
-                InstanceResult::Ignored { message } => {
-                    (pb::InstanceResult::Ignored, String::new(), message)
-                }
-            };
+            let wire = instance_result(outcome);
             Body::InstanceFinished(pb::InstanceFinished {
                 instance_id,
-                result: result as i32,
-                dest_host,
+                result: wire.result as i32,
+                dest_host: wire.dest_host,
                 start_time: timestamp(start),
                 end_time: timestamp(end),
-                message,
+                message: wire.message,
+                retryable: wire.retryable,
+            })
+        }
+        RunEvent::LockChanged {
+            instance_id,
+            locked,
+            at,
+        } => Body::LockChanged(pb::LockChanged {
+            instance_id,
+            locked,
+            time: timestamp(at),
+        }),
+        RunEvent::InstanceReconciled {
+            instance_id,
+            result,
+            at,
+        } => {
+            let wire = instance_result(result);
+            Body::InstanceReconciled(pb::InstanceReconciled {
+                instance_id,
+                result: wire.result as i32,
+                dest_host: wire.dest_host,
+                message: wire.message,
+                retryable: wire.retryable,
+                time: timestamp(at),
             })
         }
         RunEvent::Progress {
@@ -228,7 +284,8 @@ mod tests {
                 id: "h".into(),
                 name: "spare".into(),
             }],
-            retry_instances: vec![],
+            instances: vec![],
+            kind: pb::RunKind::Recover as i32,
         }
     }
 

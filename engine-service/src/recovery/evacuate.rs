@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::host::{ReservedHosts, Slot};
 use super::migrations::{MigrationFollower, MigrationWatch};
-use super::{Cancelled, InstanceResult, Run, StepFailure};
+use super::{Cancelled, Cause, InstanceResult, Run, StepFailure};
 use crate::workflow::evacuation::{self, Preparation, Restoration, Verdict};
 use crate::workflow::targets::Target;
 use crate::workflow::volumes::{Clearance, VolumeVerdict, judge_volume};
@@ -51,7 +51,6 @@ impl Run {
         slot: &mut Slot,
     ) -> Result<InstanceResult, Cancelled> {
         let id = job.instance_id.clone();
-        let source = self.request.hostname.clone();
         self.reporter.step(&id, "lookup", "reading the instance");
         let server = match job.listed {
             Some(server) => server,
@@ -62,93 +61,166 @@ impl Run {
                         message: "the instance no longer exists".to_owned(),
                     });
                 }
-                Err(e) => return Ok(failed(StepFailure::new("lookup", e))),
+                Err(e) => return Ok(StepFailure::new("lookup", e).result()),
             },
         };
 
         // A retry may find the instance already recovered by an earlier run
         // whose result was lost.
-        let elsewhere = server.host.as_deref().is_some_and(|h| h != source);
-        if elsewhere
-            && server.task_state.is_none()
-            && matches!(server.vm_state(), "active" | "stopped")
-        {
-            let unlocked = self.unlock_if_ours(&id, &server).await;
-            return Ok(match unlocked {
-                Ok(()) => InstanceResult::Succeeded {
-                    dest_host: server.host.clone(),
-                },
-                Err(failure) => failed(failure),
-            });
+        if let Some(dest) = self.settled_elsewhere(&server) {
+            let note = format!(
+                "found {} on {dest}: recovered by an earlier run",
+                server.vm_state()
+            );
+            return Ok(self.release_found(&id, &server, note).await);
         }
 
         self.reporter.step(&id, "lock", "locking the instance");
         let locked_by_us = match self.lock(&id, &server).await? {
             Ok(locked) => locked,
-            Err(failure) => return Ok(failed(failure)),
+            Err(failure) => return Ok(self.confirm_failure(&id, failure).await?),
         };
         let outcome = self
             .evacuate_locked(&id, &server, targets, watch, reserved, fenced, slot)
             .await;
+        let outcome = match outcome {
+            Ok(InstanceResult::Failed { message, retryable }) => {
+                self.confirm_failure(
+                    &id,
+                    StepFailure {
+                        step: "",
+                        message,
+                        target_related: false,
+                        transient: retryable,
+                    },
+                )
+                .await
+            }
+            other => other,
+        };
         if locked_by_us {
             // Runs even when cancelled: never leave an instance locked.
             self.reporter.step(&id, "unlock", "unlocking the instance");
             if let Err(e) = self.openstack().unlock(&id).await {
+                // The lock stays recorded as held; the API releases it as
+                // soon as Nova answers.
                 let unlock = StepFailure::new("unlock", e);
                 return Ok(match outcome {
-                    Ok(InstanceResult::Succeeded { dest_host }) => InstanceResult::Failed {
-                        message: format!(
-                            "recovered on {} but left locked: {unlock}",
-                            dest_host.as_deref().unwrap_or("?")
-                        ),
+                    Ok(InstanceResult::Succeeded { dest_host, note }) => {
+                        InstanceResult::Succeeded {
+                            note: Some(join_notes(note, format!("left locked for now: {unlock}"))),
+                            dest_host,
+                        }
+                    }
+                    Ok(InstanceResult::Failed { message, retryable }) => InstanceResult::Failed {
+                        message: format!("{message}; and it stays locked for now: {unlock}"),
+                        retryable,
                     },
-                    Ok(InstanceResult::Failed { message })
-                    | Ok(InstanceResult::Ignored { message }) => InstanceResult::Failed {
-                        message: format!("{message}; and it stays locked: {unlock}"),
+                    Ok(InstanceResult::Ignored { message }) => InstanceResult::Ignored {
+                        message: format!("{message}; and it stays locked for now: {unlock}"),
                     },
                     Err(Cancelled) => return Err(Cancelled),
                 });
             }
+            self.reporter.lock_changed(&id, false);
         }
         outcome
     }
 
-    /// Locks the server unless it is locked already; true if the engine
-    /// holds the lock (its own, or one it set in an earlier run).
-    async fn lock(&self, id: &str, server: &Server) -> Step<bool> {
-        let prefix = &self.settings().lock_reason_prefix;
-        if server.locked == Some(true) {
-            let ours = server
-                .locked_reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with(prefix.as_str()));
-            return Ok(Ok(ours));
-        }
-        let reason = format!(
-            "{prefix}: recovering from the failure of host {} (notification {})",
-            self.request.hostname, self.request.notification_id
-        );
-        let reason: String = reason.chars().take(255).collect();
-        Ok(self
-            .or_cancel(self.openstack().lock(id, &reason))
-            .await?
-            .map(|()| true)
-            .map_err(|e| StepFailure::new("lock", e)))
+    /// The host an instance settled on away from the failed host (active or
+    /// stopped, no task), if it has.
+    fn settled_elsewhere(&self, server: &Server) -> Option<String> {
+        let host = server.host.as_deref()?;
+        (host != self.request.hostname
+            && server.task_state.is_none()
+            && matches!(server.vm_state(), "active" | "stopped"))
+        .then(|| host.to_owned())
     }
 
-    async fn unlock_if_ours(&self, id: &str, server: &Server) -> Result<(), StepFailure> {
-        let prefix = &self.settings().lock_reason_prefix;
-        let ours = server.locked == Some(true)
-            && server
-                .locked_reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with(prefix.as_str()));
-        if ours {
+    /// An instance found recovered: released if this notification holds
+    /// its lock, succeeded with `note`.
+    async fn release_found(&self, id: &str, server: &Server, note: String) -> InstanceResult {
+        let dest_host = server.host.clone();
+        match self.unlock_if_ours(id, server).await {
+            Ok(()) => InstanceResult::Succeeded {
+                dest_host,
+                note: Some(note),
+            },
+            Err(failure) => InstanceResult::Succeeded {
+                dest_host,
+                note: Some(format!("{note}; left locked for now: {failure}")),
+            },
+        }
+    }
+
+    /// Before an instance is declared failed, its truth is read from Nova:
+    /// one Nova has moved and settled away from the failed host is
+    /// succeeded, with a note of what failed; a failure Nova's state does
+    /// not settle keeps its cause.
+    async fn confirm_failure(
+        &self,
+        id: &str,
+        failure: StepFailure,
+    ) -> Result<InstanceResult, Cancelled> {
+        let text = if failure.step.is_empty() {
+            failure.message.clone()
+        } else {
+            failure.to_string()
+        };
+        if let Ok(Ok(server)) = self.or_cancel(self.openstack().server(id)).await
+            && let Some(dest) = self.settled_elsewhere(&server)
+        {
+            return Ok(InstanceResult::Succeeded {
+                dest_host: Some(dest.clone()),
+                note: Some(format!(
+                    "nova shows it {} on {dest} although {text}",
+                    server.vm_state()
+                )),
+            });
+        }
+        Ok(InstanceResult::Failed {
+            message: text,
+            retryable: failure.transient,
+        })
+    }
+
+    /// Locks the server unless it is locked already; true if this
+    /// notification holds the lock (taken now, or by an earlier run of
+    /// it). A lock of someone else's (or of another notification) is left
+    /// alone: the instance is recovered anyway and that lock is not ours to
+    /// release.
+    async fn lock(&self, id: &str, server: &Server) -> Step<bool> {
+        if server.locked == Some(true) {
+            let ours = self.locked_by_us(server);
+            if ours {
+                self.reporter.lock_changed(id, true);
+            }
+            return Ok(Ok(ours));
+        }
+        let reason = self.lock_reason();
+        let locked = self
+            .or_cancel(self.openstack().lock(id, &reason))
+            .await?
+            .map_err(|e| StepFailure::new("lock", e));
+        if locked.is_ok() {
+            self.reporter.lock_changed(id, true);
+        }
+        Ok(locked.map(|()| true))
+    }
+
+    /// Releases this notification's lock on the server, if it holds one.
+    pub(super) async fn unlock_if_ours(
+        &self,
+        id: &str,
+        server: &Server,
+    ) -> Result<(), StepFailure> {
+        if self.locked_by_us(server) {
             self.reporter.step(id, "unlock", "unlocking the instance");
             self.openstack()
                 .unlock(id)
                 .await
                 .map_err(|e| StepFailure::new("unlock", e))?;
+            self.reporter.lock_changed(id, false);
         }
         Ok(())
     }
@@ -186,9 +258,12 @@ impl Run {
                 Followed::Settled(Verdict::Failed(reason)) => {
                     Ok(failed(StepFailure::new("verify", reason)))
                 }
-                Followed::Settled(Verdict::InProgress(_)) | Followed::TimedOut(_) => Ok(failed(
-                    StepFailure::new("verify", self.timeout_message("the evacuation in progress")),
-                )),
+                Followed::Settled(Verdict::InProgress(_)) | Followed::TimedOut(_) => {
+                    Ok(failed(StepFailure::new(
+                        "verify",
+                        Cause::transient(self.timeout_message("the evacuation in progress")),
+                    )))
+                }
                 Followed::Gone => Ok(gone()),
                 Followed::Unreadable(reason) => Ok(failed(unconfirmed(reason))),
             };
@@ -215,6 +290,7 @@ impl Run {
         if fenced
             && self.settings().clear_blocking_volume_attachments
             && !server.volumes_attached.is_empty()
+            && self.block_storage().await?
         {
             self.reporter
                 .step(id, "volumes", "checking the volumes' attachments");
@@ -276,7 +352,10 @@ impl Run {
                     return Ok(failed(with_earlier(
                         StepFailure::new(
                             "verify",
-                            format!("{} ({state})", self.timeout_message("the evacuation")),
+                            Cause::transient(format!(
+                                "{} ({state})",
+                                self.timeout_message("the evacuation")
+                            )),
                         ),
                         &failures,
                     )));
@@ -287,9 +366,22 @@ impl Run {
                 }
             }
         }
-        Ok(InstanceResult::Failed {
-            message: format!("no target left: {}", failures.join("; ")),
-        })
+        Ok(InstanceResult::failed(format!(
+            "no target left: {}",
+            failures.join("; ")
+        )))
+    }
+
+    /// Whether Cinder is in the catalog (without it, boot-from-volume
+    /// checks are off; a failure to tell counts as no).
+    async fn block_storage(&self) -> Result<bool, Cancelled> {
+        match self.or_cancel(self.openstack().has_block_storage()).await? {
+            Ok(has) => Ok(has),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell whether cinder is in the catalog; volume checks skipped");
+                Ok(false)
+            }
+        }
     }
 
     fn timeout_message(&self, what: &str) -> String {
@@ -329,11 +421,12 @@ impl Run {
                 before
             }
         };
-        let max_sends = self.openstack().settings().retry.max_attempts.max(1);
-        let mut sends = 0;
+        // An unknown outcome is asked again only after Nova's records show
+        // no evacuation, within the outage tolerance.
+        let policy = self.openstack().settings().retry.clone();
+        let mut retries = policy.retries();
         let still_in_use_until = tokio::time::Instant::now() + self.settings().service_down_timeout;
         loop {
-            sends += 1;
             let result = self
                 .or_cancel(self.openstack().evacuate(id, target.host()))
                 .await?;
@@ -354,7 +447,6 @@ impl Run {
                             ),
                         )));
                     }
-                    sends -= 1;
                     self.pause(self.settings().poll_interval).await?;
                     continue;
                 }
@@ -366,20 +458,18 @@ impl Run {
                     }
                     return Ok(Err(StepFailure::new(STEP, error)));
                 }
-                _ if error.outcome_unknown() => {
+                // Refused (503) or unknown (timeout, lost, 500/502/504):
+                // asked again only after Nova's records show nothing.
+                _ if error.is_transient() => {
                     if self.accepted_meanwhile(id, before).await? {
                         tracing::info!(instance_id = %id, error = %error, "evacuate answer lost, but nova accepted it");
                         return Ok(Ok(None));
                     }
-                    if sends >= max_sends {
+                    let Some(delay) = retries.next_delay(policy.retry_after(error.retry_after()))
+                    else {
                         return Ok(Err(StepFailure::new(STEP, error)));
-                    }
-                    tracing::warn!(instance_id = %id, error = %error, "evacuate outcome unknown and nova shows no evacuation; asking again");
-                    let delay = self
-                        .openstack()
-                        .settings()
-                        .retry
-                        .delay(sends, error.retry_after());
+                    };
+                    tracing::warn!(instance_id = %id, error = %error, "evacuate not confirmed and nova shows no evacuation; asking again");
                     self.pause(delay).await?;
                 }
                 _ => return Ok(Err(StepFailure::new(STEP, error))),
@@ -566,21 +656,23 @@ impl Run {
                 );
                 self.or_cancel(self.openstack().reset_state(id, "error"))
                     .await?
-                    .map_err(|e| e.to_string())
+                    .map_err(Cause::from)
             }
         };
         Ok(match result {
-            Ok(()) => InstanceResult::Succeeded {
-                dest_host: Some(dest_host),
-            },
-            Err(reason) => InstanceResult::Failed {
-                message: format!("restore_state: evacuated to {dest_host}, but {reason}"),
+            Ok(()) => InstanceResult::succeeded(Some(dest_host)),
+            Err(cause) => InstanceResult::Failed {
+                message: format!(
+                    "restore_state: evacuated to {dest_host}, but {}",
+                    cause.message
+                ),
+                retryable: cause.transient,
             },
         })
     }
 
     /// Starts or stops the server and waits until it is active or stopped.
-    pub(super) async fn power(&self, id: &str, on: bool) -> Result<Result<(), String>, Cancelled> {
+    pub(super) async fn power(&self, id: &str, on: bool) -> Result<Result<(), Cause>, Cancelled> {
         let (call, want) = if on {
             (self.or_cancel(self.openstack().start(id)).await?, "active")
         } else {
@@ -589,7 +681,7 @@ impl Run {
         if let Err(e) = call
             && !e.is_conflict()
         {
-            return Ok(Err(e.to_string()));
+            return Ok(Err(e.into()));
         }
         self.wait_for_state(id, want, self.settings().power_timeout)
             .await
@@ -600,7 +692,7 @@ impl Run {
         id: &str,
         want: &str,
         timeout: Duration,
-    ) -> Result<Result<(), String>, Cancelled> {
+    ) -> Result<Result<(), Cause>, Cancelled> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             match self.or_cancel(self.openstack().server(id)).await? {
@@ -614,19 +706,20 @@ impl Run {
                             .fault
                             .map(|f| format!(": {}", f.message))
                             .unwrap_or_default()
-                    )));
+                    )
+                    .into()));
                 }
                 Ok(_) => {}
                 Err(e) if e.is_not_found() => {
-                    return Ok(Err("the instance was deleted".to_owned()));
+                    return Ok(Err("the instance was deleted".into()));
                 }
                 Err(e) => tracing::warn!(instance_id = %id, error = %e, "cannot read the instance"),
             }
             if tokio::time::Instant::now() >= deadline {
-                return Ok(Err(format!(
+                return Ok(Err(Cause::transient(format!(
                     "the instance did not become {want} within {}",
                     humantime::format_duration(timeout)
-                )));
+                ))));
             }
             self.pause(self.settings().poll_interval).await?;
         }
@@ -784,16 +877,23 @@ impl Run {
 }
 
 fn failed(failure: StepFailure) -> InstanceResult {
-    InstanceResult::Failed {
-        message: failure.to_string(),
-    }
+    failure.result()
 }
 
+/// Nova could not be read while following an evacuation: that may pass.
 fn unconfirmed(reason: String) -> StepFailure {
     StepFailure::new(
         "verify",
-        format!("the evacuation could not be confirmed: {reason}"),
+        Cause::transient(format!("the evacuation could not be confirmed: {reason}")),
     )
+}
+
+/// Two notes, in order.
+fn join_notes(first: Option<String>, second: String) -> String {
+    match first {
+        Some(first) => format!("{first}; {second}"),
+        None => second,
+    }
 }
 
 fn gone() -> InstanceResult {

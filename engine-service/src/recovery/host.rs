@@ -141,7 +141,7 @@ impl Run {
         // host does not depend on the service's state: both run while the
         // service is taken down, off the path to the first evacuation.
         let listing = async {
-            if self.request.retry_instances.is_empty() {
+            if self.request.instances.is_empty() {
                 Some(self.select(&host).await)
             } else {
                 None
@@ -163,7 +163,7 @@ impl Run {
             );
             return Ok(RunOutcome::Failed {
                 message: failure.to_string(),
-                retryable: true,
+                retryable: failure.transient,
             });
         }
         self.reporter.progress(
@@ -186,11 +186,11 @@ impl Run {
                     format!(
                         "attempt {}: recovering the {} instance(s) still without a result",
                         self.request.attempt,
-                        self.request.retry_instances.len()
+                        self.request.instances.len()
                     ),
                 );
                 self.request
-                    .retry_instances
+                    .instances
                     .iter()
                     .map(|r| EvacuationJob {
                         instance_id: r.instance_id.clone(),
@@ -225,9 +225,7 @@ impl Run {
                     self.reporter.instance_started(&job.instance_id, start);
                     self.reporter.instance_finished(
                         &job.instance_id,
-                        InstanceResult::Failed {
-                            message: message.clone(),
-                        },
+                        InstanceResult::failed(message.clone()),
                         start,
                     );
                 }
@@ -385,8 +383,11 @@ impl Run {
                     Err(panic) => {
                         let what = instanceha_runtime::panic::message(panic.as_ref());
                         tracing::error!(instance_id = %instance_id, panic = %what, "instance worker panicked");
+                        // A bug may be tied to what Nova showed then: another
+                        // run reads it afresh.
                         Some(InstanceResult::Failed {
                             message: format!("internal error in the engine: {what}"),
+                            retryable: true,
                         })
                     }
                 };
@@ -398,7 +399,7 @@ impl Run {
                     Some(InstanceResult::Ignored { .. }) => {
                         span.record("outcome", "ignored");
                     }
-                    Some(InstanceResult::Failed { message }) => {
+                    Some(InstanceResult::Failed { message, .. }) => {
                         span.record("outcome", "failed");
                         instanceha_runtime::telemetry::record_error(&span, message);
                         tracing::warn!(instance_id = %instance_id, reason = %message, "instance not recovered");
@@ -417,6 +418,7 @@ impl Run {
                             &instance_id,
                             InstanceResult::Failed {
                                 message: "cancelled before the recovery finished".to_owned(),
+                                retryable: true,
                             },
                             start,
                         );
@@ -471,7 +473,7 @@ impl Run {
                 .await?
             {
                 Ok(updated) => service = updated,
-                Err(e) => return Ok(Err(StepFailure::new(STEP, format!("force down: {e}")))),
+                Err(e) => return Ok(Err(StepFailure::new(STEP, e).doing("force down"))),
             }
         }
         if service.status != "disabled" {
@@ -485,7 +487,7 @@ impl Run {
                 .await?
             {
                 Ok(updated) => service = updated,
-                Err(e) => return Ok(Err(StepFailure::new(STEP, format!("disable: {e}")))),
+                Err(e) => return Ok(Err(StepFailure::new(STEP, e).doing("disable"))),
             }
         }
         if !self.settings().force_down {

@@ -7,6 +7,7 @@ mod evacuate;
 mod host;
 mod migrations;
 mod process;
+mod reconcile;
 pub mod report;
 mod vm;
 
@@ -37,11 +38,24 @@ pub enum NotificationType {
     Vm,
 }
 
+/// What a run does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// Recover the notification's instances.
+    Recover,
+    /// Read each named instance's truth from Nova, follow an evacuation in
+    /// progress, release this notification's locks; change nothing else.
+    Reconcile,
+    /// Release this notification's locks on the named instances.
+    ReleaseLocks,
+}
+
 /// One run of a notification, as the API asked for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartRun {
     pub run_id: String,
     pub attempt: u32,
+    pub run_kind: RunKind,
     pub notification_id: String,
     pub kind: NotificationType,
     pub hostname: String,
@@ -51,8 +65,9 @@ pub struct StartRun {
     pub recovery_method: RecoveryMethod,
     /// Reserved hosts, not on maintenance, in the order to try.
     pub reserved_hosts: Vec<String>,
-    /// On a retry: the instances still unresolved (empty: plan afresh).
-    pub retry_instances: Vec<InstanceRef>,
+    /// For a recovery: on a retry, the instances to recover again (empty:
+    /// plan afresh). For the other kinds: the instances to look at.
+    pub instances: Vec<InstanceRef>,
 }
 
 /// An instance a run is asked about, with the host it is to be recovered
@@ -136,10 +151,12 @@ impl Engine {
             reporter: reporter.clone(),
             cancel,
         };
-        let outcome = match run.request.kind {
-            NotificationType::ComputeHost => run.host_failure().await,
-            NotificationType::Vm => run.instance_failure().await,
-            NotificationType::Process => run.process_failure().await,
+        let outcome = match (run.request.run_kind, run.request.kind) {
+            (RunKind::Recover, NotificationType::ComputeHost) => run.host_failure().await,
+            (RunKind::Recover, NotificationType::Vm) => run.instance_failure().await,
+            (RunKind::Recover, NotificationType::Process) => run.process_failure().await,
+            (RunKind::Reconcile, _) => run.reconcile(true).await,
+            (RunKind::ReleaseLocks, _) => run.reconcile(false).await,
         };
         tracing::info!(outcome = ?outcome, "recovery run ended");
         match &outcome {
@@ -216,6 +233,72 @@ impl Run {
     fn payload(&self, key: &str) -> Option<&str> {
         self.request.payload.get(key).map(String::as_str)
     }
+
+    /// The lock reason this notification sets: it names the notification,
+    /// so that only this notification releases the lock.
+    fn lock_reason(&self) -> String {
+        let reason = format!(
+            "{}: recovering from the failure of host {} (notification {})",
+            self.settings().lock_reason_prefix,
+            self.request.hostname,
+            self.request.notification_id
+        );
+        reason.chars().take(255).collect()
+    }
+
+    /// Whether `server` is locked by this notification.
+    fn locked_by_us(&self, server: &Server) -> bool {
+        server.locked == Some(true)
+            && server.locked_reason.as_deref().is_some_and(|reason| {
+                reason.starts_with(self.settings().lock_reason_prefix.as_str())
+                    && reason.contains(&format!("(notification {})", self.request.notification_id))
+            })
+    }
+}
+
+/// Why a step failed, and whether that may pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    pub message: String,
+    /// The cause may pass (Nova, Cinder or Keystone unavailable, a
+    /// timeout): another run may succeed.
+    pub transient: bool,
+}
+
+impl Cause {
+    /// A cause that may pass.
+    fn transient(message: impl std::fmt::Display) -> Self {
+        Self {
+            message: message.to_string(),
+            transient: true,
+        }
+    }
+}
+
+/// An OpenStack error may pass or not, as the error says.
+impl From<openstack_client::Error> for Cause {
+    fn from(e: openstack_client::Error) -> Self {
+        Self {
+            transient: e.is_transient(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// What Nova's state explains (a verdict, a refusal): it does not pass.
+impl From<String> for Cause {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            transient: false,
+        }
+    }
+}
+
+impl From<&str> for Cause {
+    fn from(message: &str) -> Self {
+        message.to_owned().into()
+    }
 }
 
 /// A failed step of a workflow: which step, and why.
@@ -225,21 +308,41 @@ pub struct StepFailure {
     pub message: String,
     /// Another target (reserved host, or the scheduler) might succeed.
     pub target_related: bool,
+    /// The cause may pass: another run may succeed.
+    pub transient: bool,
 }
 
 impl StepFailure {
-    fn new(step: &'static str, message: impl std::fmt::Display) -> Self {
+    fn new(step: &'static str, cause: impl Into<Cause>) -> Self {
+        let cause = cause.into();
         Self {
             step,
-            message: message.to_string(),
+            message: cause.message,
             target_related: false,
+            transient: cause.transient,
         }
     }
 
-    fn on_target(step: &'static str, message: impl std::fmt::Display) -> Self {
+    fn on_target(step: &'static str, cause: impl Into<Cause>) -> Self {
         Self {
             target_related: true,
-            ..Self::new(step, message)
+            ..Self::new(step, cause)
+        }
+    }
+
+    /// The same failure, its message prefixed with what was being done.
+    fn doing(self, what: &str) -> Self {
+        Self {
+            message: format!("{what}: {}", self.message),
+            ..self
+        }
+    }
+
+    /// The instance's result for this failure.
+    fn result(&self) -> InstanceResult {
+        InstanceResult::Failed {
+            message: self.to_string(),
+            retryable: self.transient,
         }
     }
 }

@@ -22,9 +22,39 @@ pub struct PlannedInstance {
 /// One instance's final result in a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InstanceResult {
-    Succeeded { dest_host: Option<String> },
-    Failed { message: String },
-    Ignored { message: String },
+    /// Running (or stopped, as before) on `dest_host`; `note` says what
+    /// else happened (left locked, found recovered by an earlier run).
+    Succeeded {
+        dest_host: Option<String>,
+        note: Option<String>,
+    },
+    /// Not recovered: the step and the cause; `retryable` when the cause
+    /// may pass (Nova unavailable, a timeout), so another run may succeed.
+    Failed {
+        message: String,
+        retryable: bool,
+    },
+    Ignored {
+        message: String,
+    },
+}
+
+impl InstanceResult {
+    /// A success without anything else to say.
+    pub fn succeeded(dest_host: Option<String>) -> Self {
+        Self::Succeeded {
+            dest_host,
+            note: None,
+        }
+    }
+
+    /// A failure whose cause Nova's state confirms: not worth another run.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::Failed {
+            message: message.into(),
+            retryable: false,
+        }
+    }
 }
 
 /// The workflow's own verdict.
@@ -88,6 +118,19 @@ pub enum RunEvent {
         hostname: String,
         on_maintenance: Option<bool>,
         reserved: Option<bool>,
+    },
+    /// The engine took (or found its own) lock on the instance, or
+    /// released it.
+    LockChanged {
+        instance_id: String,
+        locked: bool,
+        at: DateTime<Utc>,
+    },
+    /// What Nova says of the instance (a reconcile run).
+    InstanceReconciled {
+        instance_id: String,
+        result: InstanceResult,
+        at: DateTime<Utc>,
     },
     Done(RunOutcome),
 }
@@ -163,6 +206,22 @@ impl Reporter {
             hostname: hostname.to_owned(),
             on_maintenance,
             reserved,
+        });
+    }
+
+    pub fn lock_changed(&self, instance_id: &str, locked: bool) {
+        self.send(RunEvent::LockChanged {
+            instance_id: instance_id.to_owned(),
+            locked,
+            at: Utc::now(),
+        });
+    }
+
+    pub fn reconciled(&self, instance_id: &str, result: InstanceResult) {
+        self.send(RunEvent::InstanceReconciled {
+            instance_id: instance_id.to_owned(),
+            result,
+            at: Utc::now(),
         });
     }
 

@@ -5,7 +5,8 @@
 use chrono::Utc;
 
 use super::{
-    Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, VMoveType,
+    Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, StepFailure,
+    VMoveType,
 };
 use crate::workflow::selection::is_ha_enabled;
 use crate::workflow::vm_events::calls_for_recovery;
@@ -81,6 +82,7 @@ impl Run {
                     &id,
                     InstanceResult::Failed {
                         message: "cancelled before the recovery finished".to_owned(),
+                        retryable: true,
                     },
                     start,
                 );
@@ -102,29 +104,23 @@ impl Run {
                 .or_cancel(self.openstack().reset_state(id, "active"))
                 .await?
             {
-                return Ok(InstanceResult::Failed {
-                    message: format!("prepare: {e}"),
-                });
+                return Ok(StepFailure::new("prepare", e).result());
             }
         }
         if vm_state != "stopped" {
             self.reporter.step(id, "stop", "stopping the instance");
-            if let Err(reason) = self.power(id, false).await? {
-                return Ok(InstanceResult::Failed {
-                    message: format!("stop: {reason}"),
-                });
+            if let Err(cause) = self.power(id, false).await? {
+                return Ok(StepFailure::new("stop", cause).result());
             }
         }
         self.reporter.step(id, "start", "starting the instance");
-        if let Err(reason) = self.power(id, true).await? {
-            return Ok(InstanceResult::Failed {
-                message: format!("start: {reason}"),
-            });
+        if let Err(cause) = self.power(id, true).await? {
+            return Ok(StepFailure::new("start", cause).result());
         }
         let host = match self.or_cancel(self.openstack().server(id)).await? {
             Ok(server) => server.host,
             Err(_) => None,
         };
-        Ok(InstanceResult::Succeeded { dest_host: host })
+        Ok(InstanceResult::succeeded(host))
     }
 }

@@ -161,10 +161,115 @@ pub fn rebuilding(server: &Server) -> bool {
     )
 }
 
+/// What Nova says of an instance of the failed host `source`, when the
+/// engine asks without acting (a reconcile run).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Truth {
+    /// Nova is still carrying out an evacuation: follow it to its end.
+    InProgress(String),
+    /// Moved away from `source` and settled (active or stopped).
+    Recovered { host: String, vm_state: String },
+    /// Not recovered; the text says what Nova shows.
+    NotRecovered(String),
+}
+
+/// Reads the truth from the server and its newest evacuation away from
+/// `source` (if any).
+pub fn truth(source: &str, server: &Server, newest: Option<&Migration>) -> Truth {
+    if rebuilding(server) || newest.is_some_and(in_flight) {
+        return Truth::InProgress(format!(
+            "an evacuation is in progress (task_state {}, migration {})",
+            server.task_state.as_deref().unwrap_or("none"),
+            newest
+                .map(|m| format!("{} {}", m.id, m.status))
+                .unwrap_or_else(|| "not yet created".to_owned())
+        ));
+    }
+    let host = server.host.as_deref().unwrap_or("?");
+    let vm_state = server.vm_state();
+    if host != source
+        && server.host.is_some()
+        && server.task_state.is_none()
+        && matches!(vm_state, "active" | "stopped")
+    {
+        return Truth::Recovered {
+            host: host.to_owned(),
+            vm_state: vm_state.to_owned(),
+        };
+    }
+    let migration = newest
+        .map(|m| format!("; its last evacuation, migration {}, {}", m.id, m.status))
+        .unwrap_or_default();
+    let place = if host == source {
+        format!("still on the failed host {source}")
+    } else {
+        format!("on {host}")
+    };
+    Truth::NotRecovered(format!(
+        "nova shows it {vm_state} {place}{}{}{migration}",
+        server
+            .task_state
+            .as_deref()
+            .map(|t| format!(" (task {t})"))
+            .unwrap_or_default(),
+        fault(server)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use openstack_client::nova::Fault;
+
+    #[test]
+    fn the_truth_of_an_instance_as_nova_tells_it() {
+        let done = migration("done");
+        let running = migration("running");
+        assert_eq!(
+            truth(
+                "compute-01",
+                &server("active", None, "compute-02"),
+                Some(&done)
+            ),
+            Truth::Recovered {
+                host: "compute-02".into(),
+                vm_state: "active".into()
+            }
+        );
+        assert!(matches!(
+            truth(
+                "compute-01",
+                &server("active", None, "compute-01"),
+                Some(&running)
+            ),
+            Truth::InProgress(_)
+        ));
+        assert!(matches!(
+            truth(
+                "compute-01",
+                &server("active", Some("rebuild_spawning"), "compute-02"),
+                None
+            ),
+            Truth::InProgress(_)
+        ));
+        let Truth::NotRecovered(text) =
+            truth("compute-01", &server("active", None, "compute-01"), None)
+        else {
+            panic!("an instance on the failed host is not recovered");
+        };
+        assert!(
+            text.contains("still on the failed host compute-01"),
+            "{text}"
+        );
+        let Truth::NotRecovered(text) = truth(
+            "compute-01",
+            &server("error", None, "compute-02"),
+            Some(&migration("error")),
+        ) else {
+            panic!("an instance in error is not recovered");
+        };
+        assert!(text.contains("error on compute-02"), "{text}");
+    }
 
     fn server(vm: &str, task: Option<&str>, host: &str) -> Server {
         Server {

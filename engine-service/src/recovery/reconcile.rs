@@ -1,0 +1,187 @@
+//! Runs that change nothing but the engine's own locks. A *reconcile* run
+//! reads what Nova says of each named instance — where it is, its state,
+//! its newest evacuation away from the failed host, its lock — follows an
+//! evacuation Nova is still carrying out to its end, releases this
+//! notification's lock, and reports each instance's truth; the API gives
+//! its final verdict from that, never from what a lost run last saw. A
+//! *release-locks* run only releases this notification's locks, for a
+//! notification that has ended with some left held.
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::{Cancelled, InstanceRef, InstanceResult, ProgressState, Run, RunOutcome};
+use crate::workflow::evacuation::{self, Truth};
+
+impl Run {
+    /// A reconcile run (`verdicts`: report each instance's truth) or a
+    /// release-locks run.
+    pub(super) async fn reconcile(&self, verdicts: bool) -> RunOutcome {
+        let task = if verdicts {
+            "reconcile"
+        } else {
+            "release_locks"
+        };
+        let count = self.request.instances.len();
+        self.reporter.progress(
+            task,
+            ProgressState::Started,
+            if verdicts {
+                format!("reading what nova says of {count} instance(s)")
+            } else {
+                format!("releasing this notification's locks on {count} instance(s)")
+            },
+        );
+        let limit = Arc::new(Semaphore::new(
+            self.settings().max_concurrent_instances.max(1),
+        ));
+        let mut workers = JoinSet::new();
+        for instance in self.request.instances.clone() {
+            let run = self.clone();
+            let limit = limit.clone();
+            workers.spawn(async move {
+                let Ok(_permit) = limit.acquire_owned().await else {
+                    return Err(Cancelled);
+                };
+                let result = if verdicts {
+                    run.reconcile_instance(&instance).await?
+                } else {
+                    run.release_lock(&instance).await?;
+                    return Ok(());
+                };
+                run.reporter.reconciled(&instance.instance_id, result);
+                Ok(())
+            });
+        }
+        let mut cancelled = false;
+        while let Some(joined) = workers.join_next().await {
+            match joined {
+                Ok(Ok(())) => {}
+                Ok(Err(Cancelled)) => cancelled = true,
+                Err(e) => tracing::error!(error = %e, "reconcile worker failed"),
+            }
+        }
+        if cancelled {
+            return RunOutcome::Cancelled {
+                message: "the run was cancelled".to_owned(),
+            };
+        }
+        self.reporter.progress(
+            task,
+            ProgressState::Succeeded,
+            format!("{count} instance(s) looked at"),
+        );
+        RunOutcome::Completed {
+            message: if verdicts {
+                format!("{count} instance(s) reconciled with nova")
+            } else {
+                format!("locks looked at on {count} instance(s)")
+            },
+        }
+    }
+
+    /// What Nova says of one instance, after any evacuation it is still
+    /// carrying out; this notification's lock released on the way.
+    async fn reconcile_instance(
+        &self,
+        instance: &InstanceRef,
+    ) -> Result<InstanceResult, Cancelled> {
+        let id = instance.instance_id.as_str();
+        let source = source_of(self, instance);
+        let deadline = tokio::time::Instant::now() + self.settings().evacuation_timeout;
+        loop {
+            let server = match self.server_unless_gone(id).await? {
+                Ok(Some(server)) => server,
+                Ok(None) => {
+                    return Ok(InstanceResult::Ignored {
+                        message: "nova says the instance no longer exists".to_owned(),
+                    });
+                }
+                Err(e) => {
+                    return Ok(InstanceResult::Failed {
+                        retryable: e.is_transient(),
+                        message: format!("nova could not be read to confirm its state: {e}"),
+                    });
+                }
+            };
+            let newest = match self.or_cancel(self.openstack().evacuations_of(id)).await? {
+                Ok(migrations) => migrations
+                    .into_iter()
+                    .find(|m| m.source_compute.as_deref() == Some(source)),
+                // Without the records the server alone tells.
+                Err(e) => {
+                    tracing::warn!(instance_id = %id, error = %e, "cannot read the instance's evacuations");
+                    None
+                }
+            };
+            let truth = evacuation::truth(source, &server, newest.as_ref());
+            if let Truth::InProgress(state) = &truth {
+                if tokio::time::Instant::now() < deadline {
+                    self.pause(self.settings().poll_interval).await?;
+                    continue;
+                }
+                return Ok(InstanceResult::Failed {
+                    message: format!(
+                        "nova was still evacuating it after {}: {state}",
+                        humantime::format_duration(self.settings().evacuation_timeout)
+                    ),
+                    retryable: true,
+                });
+            }
+            let unlocked = self.unlock_if_ours(id, &server).await;
+            let lock_note = unlocked
+                .err()
+                .map(|failure| format!("; left locked for now: {failure}"))
+                .unwrap_or_default();
+            return Ok(match truth {
+                Truth::Recovered { host, vm_state } => InstanceResult::Succeeded {
+                    note: Some(format!("nova shows it {vm_state} on {host}{lock_note}")),
+                    dest_host: Some(host),
+                },
+                Truth::NotRecovered(text) => InstanceResult::Failed {
+                    message: format!("{text}{lock_note}"),
+                    retryable: false,
+                },
+                // Past the deadline (handled above): still not recovered.
+                Truth::InProgress(state) => InstanceResult::Failed {
+                    message: format!("{state}{lock_note}"),
+                    retryable: true,
+                },
+            });
+        }
+    }
+
+    /// Releases this notification's lock on the instance, if it holds one
+    /// (reported as `LockChanged`); a lock of anyone else stays.
+    async fn release_lock(&self, instance: &InstanceRef) -> Result<(), Cancelled> {
+        let id = instance.instance_id.as_str();
+        match self.server_unless_gone(id).await? {
+            Ok(Some(server)) => {
+                if !self.locked_by_us(&server) {
+                    // Released meanwhile (or never ours): nothing is held.
+                    self.reporter.lock_changed(id, false);
+                } else if let Err(failure) = self.unlock_if_ours(id, &server).await {
+                    tracing::warn!(instance_id = %id, reason = %failure, "lock not released yet");
+                }
+            }
+            // A deleted instance holds no lock.
+            Ok(None) => self.reporter.lock_changed(id, false),
+            Err(e) => {
+                tracing::warn!(instance_id = %id, error = %e, "cannot read the instance to release its lock")
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The host the instance is recovered from: as the API named it, else the
+/// notification's.
+fn source_of<'a>(run: &'a Run, instance: &'a InstanceRef) -> &'a str {
+    if instance.source_host.is_empty() {
+        &run.request.hostname
+    } else {
+        &instance.source_host
+    }
+}
