@@ -1,12 +1,13 @@
 //! The API's metrics, recorded through the global OpenTelemetry meter
 //! (exported over OTLP and served for Prometheus by the binary; a no-op
 //! where none is installed): notifications by type and final status,
-//! vmoves by status, recovery durations, and the dispatch streams.
+//! vmoves by status, recovery durations, the dispatch streams, and the
+//! instance locks notifications left held when they ended.
 
 use std::sync::OnceLock;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, UpDownCounter};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, UpDownCounter};
 
 use crate::domain::{Notification, VMove};
 
@@ -17,6 +18,8 @@ struct Instruments {
     vmove_duration: Histogram<f64>,
     streams_open: UpDownCounter<i64>,
     runs: Counter<u64>,
+    locks_left: Counter<u64>,
+    locks_held: Gauge<u64>,
 }
 
 const SECONDS: [f64; 14] = [
@@ -59,6 +62,16 @@ fn instruments() -> &'static Instruments {
                 .with_description(
                     "Recovery runs, by how they ended (done, lost, engine_unreachable)",
                 )
+                .build(),
+            locks_left: meter
+                .u64_counter("instanceha_locks_left")
+                .with_description(
+                    "Instance locks a notification still held when it ended (released later, as soon as Nova answers)",
+                )
+                .build(),
+            locks_held: meter
+                .u64_gauge("instanceha_locks_held")
+                .with_description("Instance locks ended notifications hold right now")
                 .build(),
         }
     })
@@ -117,4 +130,16 @@ pub fn stream(open: bool) {
 /// A run ended: `done`, `lost` or `engine_unreachable`.
 pub fn run_ended(how: &'static str) {
     instruments().runs.add(1, &[KeyValue::new("end", how)]);
+}
+
+/// A notification ended still holding `count` instance locks.
+pub fn locks_left(count: usize) {
+    if count > 0 {
+        instruments().locks_left.add(count as u64, &[]);
+    }
+}
+
+/// Ended notifications hold `count` instance locks now.
+pub fn locks_held(count: u64) {
+    instruments().locks_held.record(count, &[]);
 }

@@ -20,7 +20,7 @@ use crate::dispatch::Dispatcher;
 use crate::grpc::{self, GuardLayer, RateLimitLayer, TraceLayer};
 use crate::rate_limit::RateLimiter;
 use crate::rest::{self, RestLimits, RestState};
-use crate::service::Api;
+use crate::service::{Api, IntakeSettings};
 use crate::store::{self, Store};
 
 /// Why the API could not start or stopped.
@@ -80,7 +80,11 @@ impl Server {
             .load("tls")
             .map_err(|e| Error::Config(e.to_string()))?;
         let store = Store::open(&settings.database).await?;
-        let api = Api::new(store, settings.intake.clone(), ChangeFeed::new());
+        let intake = IntakeSettings {
+            max_report_age: settings.dispatch.expire_after,
+            ..settings.intake.clone()
+        };
+        let api = Api::new(store, intake, ChangeFeed::new());
         let listener = TcpListener::bind(settings.listen)
             .await
             .map_err(|source| Error::Bind {
@@ -105,7 +109,14 @@ impl Server {
             None
         };
         let dispatcher = if settings.dispatch.enabled {
-            Some(Dispatcher::new(api.clone(), settings.dispatch.clone()).map_err(Error::Config)?)
+            let listen = listener.local_addr().map_err(|source| Error::Bind {
+                addr: settings.listen,
+                source,
+            })?;
+            Some(
+                Dispatcher::new(api.clone(), settings.dispatch.clone(), listen)
+                    .map_err(Error::Config)?,
+            )
         } else {
             tracing::warn!("dispatch is disabled: notifications are stored but not recovered");
             None

@@ -10,14 +10,19 @@
 //!   `ignored`;
 //! * a terminal notification has no vmove `pending` or `ongoing`, and every
 //!   failed vmove has an end time and a message;
-//! * when a run ends with unresolved vmoves, they are retried while attempts
-//!   remain, otherwise failed with a message saying why.
+//! * an instance without a result, or failed for a passing reason, is
+//!   retried within the retry window; before any final verdict on such
+//!   instances, their truth is read from Nova by a reconcile run, and an
+//!   instance Nova has moved and settled is `succeeded` whatever the engine
+//!   saw.
 
 pub mod ledger;
 
 use std::fmt;
 
 use chrono::{DateTime, Utc};
+
+use crate::domain::RunKind;
 
 /// new → running → finished | failed | ignored; running → error → running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,7 +45,8 @@ impl NotificationStatus {
         Self::Finished,
     ];
 
-    /// `finished`, `failed` and `ignored` are final: nothing leaves them.
+    /// `finished`, `failed` and `ignored` are final: nothing but an
+    /// operator's `RetryNotification` of a failed one leaves them.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Failed | Self::Ignored | Self::Finished)
     }
@@ -88,6 +94,7 @@ impl NotificationStatus {
             (S::Running | S::Error, E::Fail) => Ok(S::Failed),
             (S::New | S::Running, E::Ignore) => Ok(S::Ignored),
             (S::New | S::Running | S::Error, E::Expire) => Ok(S::Failed),
+            (S::Failed, E::Reopen) => Ok(S::Error),
             (from, event) => Err(IllegalTransition {
                 from: from.as_str(),
                 event: event.as_str(),
@@ -137,16 +144,20 @@ pub enum NotificationEvent {
     Ignore,
     /// Too old to be worth recovering any more.
     Expire,
+    /// An operator asks to recover a failed notification again
+    /// (`RetryNotification`): the one way out of a terminal status.
+    Reopen,
 }
 
 impl NotificationEvent {
-    pub const ALL: [NotificationEvent; 6] = [
+    pub const ALL: [NotificationEvent; 7] = [
         Self::Start,
         Self::Finish,
         Self::Interrupt,
         Self::Fail,
         Self::Ignore,
         Self::Expire,
+        Self::Reopen,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -157,6 +168,7 @@ impl NotificationEvent {
             Self::Fail => "fail",
             Self::Ignore => "ignore",
             Self::Expire => "expire",
+            Self::Reopen => "reopen",
         }
     }
 }
@@ -217,17 +229,20 @@ pub enum VMoveEvent {
     Start { at: DateTime<Utc> },
     /// The instance is running (or stopped, as before) on `dest_host`.
     /// `started` is when the engine began, should its start have gone
-    /// unrecorded.
+    /// unrecorded; `note` says what else happened.
     Succeed {
         at: DateTime<Utc>,
         started: Option<DateTime<Utc>>,
         dest_host: Option<String>,
+        note: Option<String>,
     },
-    /// The instance could not be recovered.
+    /// The instance could not be recovered; `retryable` when the cause may
+    /// pass.
     Fail {
         at: DateTime<Utc>,
         started: Option<DateTime<Utc>>,
         message: String,
+        retryable: bool,
     },
     /// The instance needs no recovery.
     Ignore {
@@ -235,8 +250,38 @@ pub enum VMoveEvent {
         started: Option<DateTime<Utc>>,
         message: String,
     },
-    /// A new run will recover the instance again.
+    /// A new run will recover the instance again: one without a result, or
+    /// failed for a passing reason.
     Retry,
+    /// An operator asks to recover a failed instance again, whatever failed
+    /// it.
+    Reopen,
+    /// What Nova says of the instance, read by a reconcile run: it replaces
+    /// what the engine last saw (unless the vmove succeeded or was ignored
+    /// already).
+    Reconcile {
+        at: DateTime<Utc>,
+        result: Reconciled,
+    },
+}
+
+/// Joins Nova's truth about a failed instance and the failure the
+/// recovery last ran into, in a reconciled vmove's message.
+const LAST_FAILURE: &str = "; the recovery last failed at: ";
+
+/// An instance's truth as a reconcile run read it from Nova.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reconciled {
+    /// Moved and settled on `dest_host`.
+    Recovered {
+        dest_host: Option<String>,
+        note: String,
+    },
+    /// Not recovered: what Nova shows; `retryable` when Nova could not be
+    /// read.
+    NotRecovered { message: String, retryable: bool },
+    /// Deleted.
+    Gone { message: String },
 }
 
 impl VMoveEvent {
@@ -247,6 +292,8 @@ impl VMoveEvent {
             Self::Fail { .. } => "fail",
             Self::Ignore { .. } => "ignore",
             Self::Retry => "retry",
+            Self::Reopen => "reopen",
+            Self::Reconcile { .. } => "reconcile",
         }
     }
 }
@@ -263,6 +310,8 @@ pub struct VMoveRecord {
     dest_host: Option<String>,
     /// Runs that have recovered (or tried to recover) this instance.
     attempts: u32,
+    /// A failure for a passing reason: worth another run.
+    retryable: bool,
 }
 
 impl VMoveRecord {
@@ -275,6 +324,7 @@ impl VMoveRecord {
             message: None,
             dest_host: None,
             attempts: 1,
+            retryable: false,
         }
     }
 
@@ -286,6 +336,7 @@ impl VMoveRecord {
         message: Option<String>,
         dest_host: Option<String>,
         attempts: u32,
+        retryable: bool,
     ) -> Self {
         Self {
             status,
@@ -294,6 +345,7 @@ impl VMoveRecord {
             message,
             dest_host,
             attempts,
+            retryable: retryable && status == VMoveStatus::Failed,
         }
     }
 
@@ -321,6 +373,11 @@ impl VMoveRecord {
         self.attempts
     }
 
+    /// Failed for a passing reason.
+    pub fn retryable(&self) -> bool {
+        self.retryable
+    }
+
     /// Applies `event`, or rejects it and leaves the record unchanged.
     pub fn apply(&mut self, event: VMoveEvent) -> Result<(), IllegalTransition> {
         use VMoveStatus as S;
@@ -341,29 +398,18 @@ impl VMoveRecord {
                     at,
                     started,
                     dest_host,
+                    note,
                 },
-            ) => {
-                self.status = S::Succeeded;
-                self.start_time = self.start_time.or(started);
-                self.end_time = Some(at);
-                self.message = None;
-                if dest_host.is_some() {
-                    self.dest_host = dest_host;
-                }
-            }
+            ) => self.succeed(at, started, dest_host, note),
             (
                 S::Pending | S::Ongoing,
                 VMoveEvent::Fail {
                     at,
                     started,
                     message,
+                    retryable,
                 },
-            ) => {
-                self.status = S::Failed;
-                self.start_time = self.start_time.or(started);
-                self.end_time = Some(at);
-                self.message = Some(non_empty(message, "failed without a reason"));
-            }
+            ) => self.fail(at, started, message, retryable),
             (
                 S::Pending | S::Ongoing,
                 VMoveEvent::Ignore {
@@ -371,22 +417,84 @@ impl VMoveRecord {
                     started,
                     message,
                 },
-            ) => {
-                self.status = S::Ignored;
-                self.start_time = self.start_time.or(started);
-                self.end_time = Some(at);
-                self.message = Some(non_empty(message, "ignored"));
+            ) => self.ignore(at, started, message),
+            (S::Pending | S::Ongoing, VMoveEvent::Retry) | (S::Failed, VMoveEvent::Reopen) => {
+                self.reset()
             }
-            (S::Pending | S::Ongoing, VMoveEvent::Retry) => {
-                self.status = S::Pending;
-                self.start_time = None;
-                self.end_time = None;
-                self.message = None;
-                self.attempts += 1;
+            (S::Failed, VMoveEvent::Retry) if self.retryable => self.reset(),
+            (S::Pending | S::Ongoing | S::Failed, VMoveEvent::Reconcile { at, result }) => {
+                match result {
+                    Reconciled::Recovered { dest_host, note } => {
+                        self.succeed(at, None, dest_host, Some(note))
+                    }
+                    Reconciled::NotRecovered { message, retryable } => {
+                        // Nova's truth first; what the recovery last ran
+                        // into stays said (once, however often reconciled).
+                        let message = match (self.status, self.message.as_deref()) {
+                            (S::Failed, Some(previous)) => {
+                                let cause = previous
+                                    .split_once(LAST_FAILURE)
+                                    .map_or(previous, |(_, cause)| cause);
+                                format!("{message}{LAST_FAILURE}{cause}")
+                            }
+                            _ => message,
+                        };
+                        self.fail(at, None, message, retryable)
+                    }
+                    Reconciled::Gone { message } => self.ignore(at, None, message),
+                }
             }
             _ => return Err(illegal),
         }
         Ok(())
+    }
+
+    fn succeed(
+        &mut self,
+        at: DateTime<Utc>,
+        started: Option<DateTime<Utc>>,
+        dest_host: Option<String>,
+        note: Option<String>,
+    ) {
+        self.status = VMoveStatus::Succeeded;
+        self.start_time = self.start_time.or(started);
+        self.end_time = Some(at);
+        self.message = note.filter(|n| !n.trim().is_empty());
+        self.retryable = false;
+        if dest_host.is_some() {
+            self.dest_host = dest_host;
+        }
+    }
+
+    fn fail(
+        &mut self,
+        at: DateTime<Utc>,
+        started: Option<DateTime<Utc>>,
+        message: String,
+        retryable: bool,
+    ) {
+        self.status = VMoveStatus::Failed;
+        self.start_time = self.start_time.or(started);
+        self.end_time = Some(at);
+        self.message = Some(non_empty(message, "failed without a reason"));
+        self.retryable = retryable;
+    }
+
+    fn ignore(&mut self, at: DateTime<Utc>, started: Option<DateTime<Utc>>, message: String) {
+        self.status = VMoveStatus::Ignored;
+        self.start_time = self.start_time.or(started);
+        self.end_time = Some(at);
+        self.message = Some(non_empty(message, "ignored"));
+        self.retryable = false;
+    }
+
+    fn reset(&mut self) {
+        self.status = VMoveStatus::Pending;
+        self.start_time = None;
+        self.end_time = None;
+        self.message = None;
+        self.retryable = false;
+        self.attempts += 1;
     }
 }
 
@@ -436,6 +544,48 @@ pub struct VMoveView<'a, Id> {
     pub instance: &'a str,
     pub status: VMoveStatus,
     pub message: Option<&'a str>,
+    /// Failed for a passing reason.
+    pub retryable: bool,
+}
+
+impl<Id> VMoveView<'_, Id> {
+    fn unresolved(&self) -> bool {
+        !self.status.is_resolved()
+    }
+
+    fn failed(&self) -> bool {
+        self.status == VMoveStatus::Failed
+    }
+
+    /// Failed for a passing reason: another run may recover it.
+    fn failed_transiently(&self) -> bool {
+        self.failed() && self.retryable
+    }
+}
+
+/// Reconcile runs allowed beyond `max_attempts`: the final verdict always
+/// gets its look at Nova, and a lost reconcile run another chance.
+pub const RECONCILE_ATTEMPTS: u32 = 3;
+
+/// What may still follow a run: retries while the retry window is open and
+/// attempts remain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryBudget {
+    /// The run that ended (1 for the first).
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// The notification's retry window has not passed.
+    pub window_open: bool,
+}
+
+impl RetryBudget {
+    fn may_retry(&self) -> bool {
+        self.window_open && self.attempt < self.max_attempts
+    }
+
+    fn may_reconcile(&self) -> bool {
+        self.attempt < self.max_attempts.saturating_add(RECONCILE_ATTEMPTS)
+    }
 }
 
 /// What to do with a notification whose run has ended.
@@ -445,9 +595,13 @@ pub enum Resolution<Id> {
     Finished { message: String },
     /// Nothing needed doing.
     Ignored { message: String },
-    /// Another run follows: the notification goes to `error`, and these
-    /// unresolved vmoves go back to `pending` for it (empty: plan again).
+    /// Another recovery run follows: the notification goes to `error`, and
+    /// these vmoves (without a result, or failed for a passing reason) go
+    /// back to `pending` for it (empty: plan again).
     Retry { message: String, retry: Vec<Id> },
+    /// Before the verdict, a reconcile run reads these instances' truth from
+    /// Nova: the notification goes to `error`, the vmoves stay as they are.
+    Reconcile { message: String, instances: Vec<Id> },
     /// The notification fails; these unresolved vmoves fail with it.
     Failed {
         message: String,
@@ -461,7 +615,7 @@ impl<Id> Resolution<Id> {
         match self {
             Self::Finished { .. } => NotificationStatus::Finished,
             Self::Ignored { .. } => NotificationStatus::Ignored,
-            Self::Retry { .. } => NotificationStatus::Error,
+            Self::Retry { .. } | Self::Reconcile { .. } => NotificationStatus::Error,
             Self::Failed { .. } => NotificationStatus::Failed,
         }
     }
@@ -471,8 +625,17 @@ impl<Id> Resolution<Id> {
         match self {
             Self::Finished { .. } => NotificationEvent::Finish,
             Self::Ignored { .. } => NotificationEvent::Ignore,
-            Self::Retry { .. } => NotificationEvent::Interrupt,
+            Self::Retry { .. } | Self::Reconcile { .. } => NotificationEvent::Interrupt,
             Self::Failed { .. } => NotificationEvent::Fail,
+        }
+    }
+
+    /// The kind of the run that follows, if one does.
+    pub fn next_run(&self) -> Option<RunKind> {
+        match self {
+            Self::Retry { .. } => Some(RunKind::Recover),
+            Self::Reconcile { .. } => Some(RunKind::Reconcile),
+            Self::Finished { .. } | Self::Ignored { .. } | Self::Failed { .. } => None,
         }
     }
 
@@ -481,28 +644,31 @@ impl<Id> Resolution<Id> {
             Self::Finished { message }
             | Self::Ignored { message }
             | Self::Retry { message, .. }
+            | Self::Reconcile { message, .. }
             | Self::Failed { message, .. } => message,
         }
     }
 }
 
-/// Decides what becomes of a running notification whose run (number
-/// `attempt` of at most `max_attempts`) ended with `end`, given its vmoves as
-/// persisted. The only function that picks a final status.
-pub fn resolve_final_status<Id: Clone>(
+/// Decides what becomes of a running notification whose run of `kind`
+/// ended with `end`, given its vmoves as persisted and what `budget` still
+/// allows. The only function that picks a final status.
+///
+/// * A recovery run's instances without a result, or failed for a passing
+///   reason, are retried while the budget allows; then a reconcile run
+///   reads their truth from Nova (and that of the other failed ones)
+///   before any verdict. A failure the engine confirmed against Nova's
+///   state is final.
+/// * A reconcile run's verdicts are final; an instance it could not read
+///   (Nova unavailable, the run lost) is reconciled again a few times,
+///   then failed saying so.
+/// * Release-lock runs change no status and are not resolved here.
+pub fn resolve_run<Id: Clone>(
     end: &RunEnd,
+    kind: RunKind,
     vmoves: &[VMoveView<'_, Id>],
-    attempt: u32,
-    max_attempts: u32,
+    budget: RetryBudget,
 ) -> Resolution<Id> {
-    let attempts_left = attempt < max_attempts;
-    let unresolved: Vec<&VMoveView<'_, Id>> =
-        vmoves.iter().filter(|v| !v.status.is_resolved()).collect();
-    let failed: Vec<&VMoveView<'_, Id>> = vmoves
-        .iter()
-        .filter(|v| v.status == VMoveStatus::Failed)
-        .collect();
-
     let why = match end {
         RunEnd::Lost { reason } => format!("the engine stopped reporting: {reason}"),
         RunEnd::Done(RunOutcome::Completed { .. }) => {
@@ -519,45 +685,89 @@ pub fn resolve_final_status<Id: Clone>(
         }
     };
     let cancelled = matches!(end, RunEnd::Done(RunOutcome::Cancelled { .. }));
-
-    if !unresolved.is_empty() {
-        if attempts_left && !cancelled {
-            return Resolution::Retry {
-                message: format!(
-                    "{} of {} instances have no result ({why}); retrying (attempt {} of {max_attempts})",
-                    unresolved.len(),
-                    vmoves.len(),
-                    attempt + 1
-                ),
-                retry: unresolved.iter().map(|v| v.id.clone()).collect(),
-            };
-        }
-        let per_instance = if cancelled {
-            why.clone()
-        } else {
-            format!("no result after {attempt} attempt(s): {why}")
-        };
+    let ids = |keep: &dyn Fn(&VMoveView<'_, Id>) -> bool| -> Vec<Id> {
+        vmoves
+            .iter()
+            .filter(|v| keep(v))
+            .map(|v| v.id.clone())
+            .collect()
+    };
+    let unresolved = vmoves.iter().filter(|v| v.unresolved()).count();
+    let transient = vmoves.iter().filter(|v| v.failed_transiently()).count();
+    let failed: Vec<&VMoveView<'_, Id>> = vmoves.iter().filter(|v| v.failed()).collect();
+    let total = vmoves.len();
+    let give_up = |per_instance: String| {
         let mut message = format!(
-            "{} of {} instances were not recovered: {per_instance}",
-            unresolved.len() + failed.len(),
-            vmoves.len()
+            "{} of {total} instances were not recovered: {per_instance}",
+            unresolved + failed.len(),
         );
         append_failures(&mut message, &failed);
-        return Resolution::Failed {
+        Resolution::Failed {
             message,
-            fail: unresolved
+            fail: vmoves
                 .iter()
+                .filter(|v| v.unresolved())
                 .map(|v| (v.id.clone(), per_instance.clone()))
                 .collect(),
+        }
+    };
+
+    if kind == RunKind::Reconcile {
+        // Nova's word is final, once it could be read.
+        if unresolved + transient > 0 {
+            if !cancelled && budget.may_reconcile() {
+                return Resolution::Reconcile {
+                    message: format!(
+                        "{} of {total} instances could not be confirmed with nova ({why}); reading them again",
+                        unresolved + transient
+                    ),
+                    instances: ids(&|v| v.unresolved() || v.failed_transiently()),
+                };
+            }
+            return give_up(format!("nova's state could not be confirmed: {why}"));
+        }
+        if !failed.is_empty() {
+            let mut message = format!("{} of {total} instances were not recovered", failed.len());
+            append_failures(&mut message, &failed);
+            return Resolution::Failed {
+                message,
+                fail: Vec::new(),
+            };
+        }
+        return Resolution::Finished {
+            message: finished_message("confirmed with nova", vmoves),
         };
     }
 
+    if unresolved + transient > 0 {
+        if !cancelled && budget.may_retry() {
+            return Resolution::Retry {
+                message: format!(
+                    "{} of {total} instances are not recovered yet ({why}); retrying (attempt {})",
+                    unresolved + transient,
+                    budget.attempt + 1
+                ),
+                retry: ids(&|v| v.unresolved() || v.failed_transiently()),
+            };
+        }
+        if budget.may_reconcile() {
+            return Resolution::Reconcile {
+                message: format!(
+                    "{} of {total} instances are not recovered ({why}); reading what nova says before the verdict",
+                    unresolved + failed.len()
+                ),
+                instances: ids(&|v| v.unresolved() || v.failed()),
+            };
+        }
+        return give_up(if cancelled {
+            why.clone()
+        } else {
+            format!("no result after {} attempt(s): {why}", budget.attempt)
+        });
+    }
+
     if !failed.is_empty() {
-        let mut message = format!(
-            "{} of {} instances were not recovered",
-            failed.len(),
-            vmoves.len()
-        );
+        let mut message = format!("{} of {total} instances were not recovered", failed.len());
         append_failures(&mut message, &failed);
         return Resolution::Failed {
             message,
@@ -577,11 +787,11 @@ pub fn resolve_final_status<Id: Clone>(
             message: finished_message(message, vmoves),
         },
         RunEnd::Done(RunOutcome::Failed { message, retryable }) => {
-            if *retryable && attempts_left {
+            if *retryable && budget.may_retry() {
                 Resolution::Retry {
                     message: format!(
-                        "the recovery workflow failed: {message}; retrying (attempt {} of {max_attempts})",
-                        attempt + 1
+                        "the recovery workflow failed: {message}; retrying (attempt {})",
+                        budget.attempt + 1
                     ),
                     retry: Vec::new(),
                 }
@@ -597,18 +807,19 @@ pub fn resolve_final_status<Id: Clone>(
             fail: Vec::new(),
         },
         RunEnd::Lost { reason } if vmoves.is_empty() => {
-            if attempts_left {
+            if budget.may_retry() {
                 Resolution::Retry {
                     message: format!(
-                        "the engine stopped reporting before a plan: {reason}; retrying (attempt {} of {max_attempts})",
-                        attempt + 1
+                        "the engine stopped reporting before a plan: {reason}; retrying (attempt {})",
+                        budget.attempt + 1
                     ),
                     retry: Vec::new(),
                 }
             } else {
                 Resolution::Failed {
                     message: format!(
-                        "no recovery after {attempt} attempt(s): the engine stopped reporting: {reason}"
+                        "no recovery after {} attempt(s): the engine stopped reporting: {reason}",
+                        budget.attempt
                     ),
                     fail: Vec::new(),
                 }
@@ -662,3 +873,39 @@ fn append_failures<Id>(message: &mut String, failed: &[&VMoveView<'_, Id>]) {
 
 #[cfg(test)]
 mod tests;
+
+/// The clause a notification's message ends with while it holds locks.
+const LOCKS_HELD: &str = " instance(s) still locked by this notification, released as soon as nova answers: ";
+/// How many of the instances still locked a message names.
+const LOCKS_NAMED: usize = 10;
+
+/// `message` saying which instances the notification still holds locked:
+/// an earlier such clause is replaced; with none held, it says the locks
+/// were released (when it had said otherwise).
+pub fn with_locks_held(message: &str, held: &[String]) -> String {
+    let (base, had) = match message.find(LOCKS_HELD) {
+        Some(at) => {
+            // Back to the "; N" before the clause.
+            let start = message[..at].rfind("; ").unwrap_or(at);
+            (&message[..start], true)
+        }
+        None => (message, false),
+    };
+    if held.is_empty() {
+        return if had {
+            format!("{base}; every lock it took is released")
+        } else {
+            base.to_owned()
+        };
+    }
+    let mut names = held
+        .iter()
+        .take(LOCKS_NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if held.len() > LOCKS_NAMED {
+        names.push_str(&format!(" and {} more", held.len() - LOCKS_NAMED));
+    }
+    format!("{base}; {}{LOCKS_HELD}{names}", held.len())
+}

@@ -22,6 +22,8 @@ pub enum Operation {
     GetNotification,
     ListNotifications,
     WatchNotification,
+    /// Recover a failed notification again (gRPC only).
+    RetryNotification,
     GetVmove,
     ListVmoves,
     /// Masakari's `GET /` and `GET /v1` (REST only).
@@ -29,7 +31,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 17] = [
+    pub const ALL: [Operation; 18] = [
         Self::CreateSegment,
         Self::GetSegment,
         Self::ListSegments,
@@ -44,6 +46,7 @@ impl Operation {
         Self::GetNotification,
         Self::ListNotifications,
         Self::WatchNotification,
+        Self::RetryNotification,
         Self::GetVmove,
         Self::ListVmoves,
         Self::ListVersions,
@@ -68,7 +71,8 @@ impl Operation {
             | Self::DeleteSegment
             | Self::CreateHost
             | Self::UpdateHost
-            | Self::DeleteHost => Action::Administer,
+            | Self::DeleteHost
+            | Self::RetryNotification => Action::Administer,
         }
     }
 
@@ -90,6 +94,7 @@ impl Operation {
             Self::GetNotification => "/instanceha.v1.NotificationService/GetNotification",
             Self::ListNotifications => "/instanceha.v1.NotificationService/ListNotifications",
             Self::WatchNotification => "/instanceha.v1.NotificationService/WatchNotification",
+            Self::RetryNotification => "/instanceha.v1.NotificationService/RetryNotification",
             Self::GetVmove => "/instanceha.v1.VmoveService/GetVmove",
             Self::ListVmoves => "/instanceha.v1.VmoveService/ListVmoves",
             Self::ListVersions => return None,
@@ -116,7 +121,7 @@ impl Operation {
             Self::GetVmove => "os_masakari_api:vmoves:detail",
             Self::ListVmoves => "os_masakari_api:vmoves:index",
             Self::ListVersions => "os_masakari_api:versions:index",
-            Self::WatchNotification => return None,
+            Self::WatchNotification | Self::RetryNotification => return None,
         })
     }
 
@@ -172,7 +177,7 @@ mod tests {
                 assert_eq!(Operation::of_grpc_path(path), Some(op));
             }
         }
-        assert_eq!(Operation::grpc().count(), 16);
+        assert_eq!(Operation::grpc().count(), 17);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use instanceha_proto::v1 as public;
 
 use crate::domain::{
     InstanceResult, NotificationType, PlannedInstance, ProgressState, RecoveryMethod, RunEvent,
-    SequencedEvent, StartRun, VMoveType,
+    RunKind, SequencedEvent, StartRun, VMoveType,
 };
 use crate::status::RunOutcome;
 
@@ -113,6 +113,47 @@ impl Checker {
     }
 }
 
+impl Checker {
+    /// An instance's result (`field` is the message's name).
+    fn result(
+        &self,
+        field: &'static str,
+        result: i32,
+        dest_host: String,
+        message: String,
+        retryable: bool,
+    ) -> Result<InstanceResult, ProtocolError> {
+        let dest_host_field = match field {
+            "instance_reconciled" => "instance_reconciled.dest_host",
+            _ => "instance_finished.dest_host",
+        };
+        let note = (!message.trim().is_empty()).then(|| cut(message.clone()));
+        Ok(match pb::InstanceResult::try_from(result) {
+            Ok(pb::InstanceResult::Succeeded) => InstanceResult::Succeeded {
+                dest_host: self.optional_name(dest_host_field, dest_host)?,
+                note,
+            },
+            Ok(pb::InstanceResult::Failed) => InstanceResult::Failed {
+                message: cut(message),
+                retryable,
+            },
+            Ok(pb::InstanceResult::Ignored) => InstanceResult::Ignored {
+                message: cut(message),
+            },
+            Ok(pb::InstanceResult::Unspecified) | Err(_) => {
+                return Err(ProtocolError::UnknownValue {
+                    sequence: self.0,
+                    field: match field {
+                        "instance_reconciled" => "instance_reconciled.result",
+                        _ => "instance_finished.result",
+                    },
+                    value: result.to_string(),
+                });
+            }
+        })
+    }
+}
+
 /// The API's form of an engine event of run `run_id`.
 pub fn run_event(run_id: &str, message: pb::RunEvent) -> Result<SequencedEvent, ProtocolError> {
     use pb::run_event::Body;
@@ -174,24 +215,13 @@ pub fn run_event(run_id: &str, message: pb::RunEvent) -> Result<SequencedEvent, 
             at: c.time("instance_step.time", e.time)?,
         },
         Body::InstanceFinished(e) => {
-            let result = match pb::InstanceResult::try_from(e.result) {
-                Ok(pb::InstanceResult::Succeeded) => InstanceResult::Succeeded {
-                    dest_host: c.optional_name("instance_finished.dest_host", e.dest_host)?,
-                },
-                Ok(pb::InstanceResult::Failed) => InstanceResult::Failed {
-                    message: cut(e.message),
-                },
-                Ok(pb::InstanceResult::Ignored) => InstanceResult::Ignored {
-                    message: cut(e.message),
-                },
-                Ok(pb::InstanceResult::Unspecified) | Err(_) => {
-                    return Err(ProtocolError::UnknownValue {
-                        sequence,
-                        field: "instance_finished.result",
-                        value: e.result.to_string(),
-                    });
-                }
-            };
+            let result = c.result(
+                "instance_finished",
+                e.result,
+                e.dest_host,
+                e.message,
+                e.retryable,
+            )?;
             RunEvent::InstanceFinished {
                 instance_id: c.name("instance_finished.instance_id", e.instance_id)?,
                 result,
@@ -220,6 +250,22 @@ pub fn run_event(run_id: &str, message: pb::RunEvent) -> Result<SequencedEvent, 
             message: cut(e.message),
             at: c.time("progress.time", e.time)?,
             instance_id: c.optional_name("progress.instance_id", e.instance_id)?,
+        },
+        Body::LockChanged(e) => RunEvent::LockChanged {
+            instance_id: c.name("lock_changed.instance_id", e.instance_id)?,
+            locked: e.locked,
+            at: c.time("lock_changed.time", e.time)?,
+        },
+        Body::InstanceReconciled(e) => RunEvent::InstanceReconciled {
+            instance_id: c.name("instance_reconciled.instance_id", e.instance_id)?,
+            result: c.result(
+                "instance_reconciled",
+                e.result,
+                e.dest_host,
+                e.message,
+                e.retryable,
+            )?,
+            at: c.time("instance_reconciled.time", e.time)?,
         },
         Body::HostUpdate(e) => RunEvent::HostUpdate {
             hostname: c.name("host_update.hostname", e.hostname)?,
@@ -283,8 +329,9 @@ pub fn start_run(start: &StartRun) -> pb::RecoverRequest {
                     name: h.name.clone(),
                 })
                 .collect(),
-            retry_instances: context
-                .retry
+            kind: run_kind(claim.kind) as i32,
+            instances: context
+                .instances
                 .iter()
                 .map(|r| pb::InstanceRef {
                     instance_id: r.instance_id.clone(),
@@ -293,6 +340,14 @@ pub fn start_run(start: &StartRun) -> pb::RecoverRequest {
                 })
                 .collect(),
         })),
+    }
+}
+
+fn run_kind(kind: RunKind) -> pb::RunKind {
+    match kind {
+        RunKind::Recover => pb::RunKind::Recover,
+        RunKind::Reconcile => pb::RunKind::Reconcile,
+        RunKind::ReleaseLocks => pb::RunKind::ReleaseLocks,
     }
 }
 
@@ -405,11 +460,12 @@ mod tests {
                 start_time: now(),
                 end_time: now(),
                 message: "x".repeat(10_000),
+                retryable: false,
             },
         ));
         let SequencedEvent { event, .. } = run_event("r", failed).unwrap();
         let RunEvent::InstanceFinished {
-            result: InstanceResult::Failed { message },
+            result: InstanceResult::Failed { message, .. },
             ..
         } = event
         else {

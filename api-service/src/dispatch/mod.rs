@@ -1,10 +1,12 @@
 //! The dispatcher: decides which notifications run, claims each with a
-//! compare-and-set (so exactly one replica runs it), runs it over the
-//! engine link ([`run`]), and schedules what follows: retries with
-//! backoff, take-over of runs lost with a stopped replica, expiry of too
-//! old notifications. It works through the service layer ([`Api`]), which
-//! persists and publishes; generated protobuf types stay in [`link`] and
-//! [`convert`].
+//! compare-and-set (so exactly one replica runs it, one per host at a
+//! time), runs it over the engine link ([`run`]), and schedules what
+//! follows: retries with backoff within the retry window, the reconcile
+//! run before a final verdict, the release of locks an ended notification
+//! still holds, take-over of runs lost with a stopped replica, expiry of
+//! too old notifications. It works through the service layer ([`Api`]),
+//! which persists and publishes; generated protobuf types stay in [`link`]
+//! and [`convert`].
 
 mod convert;
 mod link;
@@ -12,6 +14,7 @@ mod run;
 mod settings;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -31,7 +34,7 @@ use crate::changes::Change;
 use crate::domain::NotificationId;
 use crate::service::Api;
 use crate::status::{NotificationStatus, RunEnd};
-use crate::store::{self, Due};
+use crate::store::{self, Due, DueWork};
 
 /// Runs the recoveries of this replica. Cheap to clone.
 #[derive(Clone)]
@@ -49,10 +52,12 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub fn new(api: Api, settings: DispatchSettings) -> Result<Self, String> {
+    /// The dispatcher of the API listening on `listen` (its replica name
+    /// is derived from it when none is set).
+    pub fn new(api: Api, settings: DispatchSettings, listen: SocketAddr) -> Result<Self, String> {
         settings.validate()?;
         let link = EngineLink::new(&settings)?;
-        let replica: Arc<str> = settings.replica().into();
+        let replica: Arc<str> = settings.replica(listen).into();
         Ok(Self {
             api,
             slots: Arc::new(Semaphore::new(settings.max_concurrent_runs)),
@@ -81,10 +86,15 @@ impl Dispatcher {
                 () = shutdown.cancelled() => break,
                 change = feed.recv() => match change {
                     Ok(change) => {
-                        if let Change::Notification(n) = change.as_ref()
-                            && n.status() == NotificationStatus::New
-                        {
-                            self.spawn(Due { id: n.id, status: n.status(), run_id: None });
+                        if let Change::Notification(n) = change.as_ref() {
+                            if matches!(n.status(), NotificationStatus::New | NotificationStatus::Error) {
+                                // New, or reopened by an operator (an error
+                                // not yet due is not claimed).
+                                self.spawn(Due { id: n.id, work: DueWork::Run });
+                            } else if n.status().is_terminal() {
+                                // A report queued behind it may run now.
+                                self.scan().await;
+                            }
                         }
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => self.scan().await,
@@ -114,6 +124,10 @@ impl Dispatcher {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot scan for due notifications"),
+        }
+        match self.api.locks_left().await {
+            Ok(held) => crate::metrics::locks_held(held),
+            Err(e) => tracing::debug!(error = %e, "cannot count the locks left held"),
         }
     }
 
@@ -169,10 +183,9 @@ impl Dispatcher {
     }
 
     async fn handle(&self, due: Due, cancel: CancellationToken) {
-        if due.status == NotificationStatus::Running {
+        if let DueWork::TakeOver { run_id } = due.work {
             // A run lost with its replica: take it over and resolve it as
             // lost; the retry is a new run.
-            let Some(run_id) = due.run_id else { return };
             match self
                 .api
                 .take_over_run(due.id, &run_id, &self.replica, self.settings.lease)
@@ -192,7 +205,7 @@ impl Dispatcher {
         }
         let (notification, claim) = match self
             .api
-            .claim_run(due.id, &self.replica, self.settings.lease)
+            .claim_run(due.id, &self.replica, self.settings.run_policy())
             .await
         {
             Ok(Some(claimed)) => claimed,
@@ -210,6 +223,7 @@ impl Dispatcher {
             otel.status_code = tracing::field::Empty,
             notification_id = %notification.id,
             run_id = %claim.run_id,
+            run_kind = claim.kind.as_str(),
             attempt = claim.attempt,
             host = %notification.hostname,
             trace_id = tracing::field::Empty,
@@ -226,8 +240,8 @@ impl Dispatcher {
             .await;
     }
 
-    /// Resolves a run with the status rules; a retry is dispatched when
-    /// due.
+    /// Resolves a run with the status rules; what follows (a retry, a
+    /// reconcile, a release of locks) is dispatched when due.
     async fn resolve(&self, id: NotificationId, run_id: &str, end: RunEnd) {
         let notification = match self.api.notification(id).await {
             Ok(n) => n,
@@ -240,14 +254,15 @@ impl Dispatcher {
         let retry_at = store::now() + chrono::Duration::from_std(retry_in).unwrap_or_default();
         match self
             .api
-            .resolve_run(id, run_id, &end, self.settings.max_attempts, retry_at)
+            .resolve_run(id, run_id, &end, self.settings.run_policy(), retry_at)
             .await
         {
-            Ok(resolved) => {
+            Ok((resolved, next)) => {
                 let status = resolved.status();
                 tracing::info!(notification_id = %id, %status, message = resolved.message.as_deref().unwrap_or(""), "run resolved");
-                if status == NotificationStatus::Error {
-                    self.retry_later(id, retry_in);
+                if let Some(next) = next {
+                    let wait = (next - store::now()).to_std().unwrap_or_default();
+                    self.retry_later(id, wait);
                 }
             }
             Err(store::Error::Stale(reason)) => {
@@ -286,7 +301,7 @@ impl Dispatcher {
         tokio::spawn(async move {
             tokio::select! {
                 () = this.shutdown.cancelled() => {}
-                () = tokio::time::sleep(wait) => this.spawn(Due { id, status: NotificationStatus::Error, run_id: None }),
+                () = tokio::time::sleep(wait) => this.spawn(Due { id, work: DueWork::Run }),
             }
         });
     }

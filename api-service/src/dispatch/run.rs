@@ -78,7 +78,7 @@ impl Dispatcher {
     ) {
         let id = notification.id;
         let run_id = claim.run_id.clone();
-        let context = match self.api.run_context(&notification, claim.attempt).await {
+        let context = match self.api.run_context(&notification, &claim).await {
             Ok(context) => context,
             Err(e) => {
                 // The database failed: leave the claim; the lease expires

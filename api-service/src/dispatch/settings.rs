@@ -2,12 +2,15 @@
 //! replica's name in claims, attempts and the waits between them, leases,
 //! scans, limits and expiry.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use instanceha_runtime::backoff::Backoff;
 use instanceha_runtime::tls::ClientTlsSettings;
 use serde::{Deserialize, Serialize};
 use tonic::transport::Endpoint;
+
+use crate::store::RunPolicy;
 
 /// `[dispatch]`: how recoveries are run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,10 +22,20 @@ pub struct DispatchSettings {
     /// several).
     pub engine_url: String,
     /// This replica's name in run claims; replicas sharing a database need
-    /// distinct names. Default: `$HOSTNAME`, else a random name.
+    /// distinct names, and a replica that keeps its name resumes its own
+    /// runs at once when it restarts. Default: `$HOSTNAME`, else a name
+    /// derived from the machine (its `/etc/machine-id`) and the address the
+    /// API listens on.
     pub replica_id: Option<String>,
-    /// Runs per notification before unresolved instances fail.
+    /// Runs per notification at most (a crash-looping engine stops
+    /// somewhere); the retry window is the usual bound.
     pub max_attempts: u32,
+    /// Instances without a result, or failed for a passing reason (Nova
+    /// unavailable, a timeout, a lost run), are retried with backoff for
+    /// this long from the first run; then their truth is read from Nova and
+    /// the notification ends.
+    #[serde(with = "humantime_serde")]
+    pub retry_window: Duration,
     /// Wait before a retry; doubles with each attempt.
     #[serde(with = "humantime_serde")]
     pub retry_delay: Duration,
@@ -42,8 +55,9 @@ pub struct DispatchSettings {
     /// A run still going after this is cancelled.
     #[serde(with = "humantime_serde")]
     pub run_timeout: Duration,
-    /// Unfinished notifications generated longer ago than this fail
-    /// (Masakari: 24 h).
+    /// A report generated longer ago than this is refused at intake, and
+    /// a notification not running that is this old ends (after a last look
+    /// at Nova) (Masakari: 24 h). A run in progress is never expired.
     #[serde(with = "humantime_serde")]
     pub expire_after: Duration,
     #[serde(with = "humantime_serde")]
@@ -61,7 +75,8 @@ impl Default for DispatchSettings {
             enabled: true,
             engine_url: "http://127.0.0.1:15870".to_owned(),
             replica_id: None,
-            max_attempts: 3,
+            max_attempts: 20,
+            retry_window: Duration::from_secs(30 * 60),
             retry_delay: Duration::from_secs(5),
             max_retry_delay: Duration::from_secs(120),
             lease: Duration::from_secs(60),
@@ -99,11 +114,27 @@ impl DispatchSettings {
         Ok(())
     }
 
-    pub(super) fn replica(&self) -> String {
+    /// This replica's name: `replica_id`, else `$HOSTNAME`, else derived
+    /// from the machine and `listen`, so that it survives restarts.
+    pub(super) fn replica(&self, listen: SocketAddr) -> String {
         self.replica_id
             .clone()
             .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
-            .unwrap_or_else(|| format!("api-{}", uuid::Uuid::new_v4().simple()))
+            .or_else(|| machine_replica(listen))
+            .unwrap_or_else(|| {
+                let random = format!("api-{}", uuid::Uuid::new_v4().simple());
+                tracing::warn!(replica = %random, "no replica_id, $HOSTNAME or machine id: a restarted replica will not resume its own runs until their leases expire");
+                random
+            })
+    }
+
+    /// How runs are paced.
+    pub fn run_policy(&self) -> RunPolicy {
+        RunPolicy {
+            lease: self.lease,
+            retry_window: self.retry_window,
+            max_attempts: self.max_attempts,
+        }
     }
 
     /// The waits between runs: `retry_delay`, doubling to
@@ -116,5 +147,44 @@ impl DispatchSettings {
     /// The wait before attempt `next` (2, 3, ...).
     pub(super) fn retry_after(&self, next: u32) -> Duration {
         self.retry_backoff().nominal(next.saturating_sub(1))
+    }
+}
+
+/// `api-` and a digest of the machine's id and the listen address: the
+/// same after a restart on the same machine, distinct for two replicas on
+/// one machine.
+fn machine_replica(listen: SocketAddr) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let machine = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .map(|id| id.trim().to_owned())
+        .filter(|id| !id.is_empty())?;
+    let digest = Sha256::digest(format!("{machine}/{listen}").as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    Some(format!("api-{hex}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_derived_replica_name_is_stable_and_distinct_per_listen_address() {
+        let settings = DispatchSettings::default();
+        let a: SocketAddr = "127.0.0.1:15869".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:25869".parse().unwrap();
+        if let (Some(first), Some(again), Some(other)) =
+            (machine_replica(a), machine_replica(a), machine_replica(b))
+        {
+            assert_eq!(first, again);
+            assert_ne!(first, other);
+            assert!(first.starts_with("api-"), "{first}");
+        }
+        let named = DispatchSettings {
+            replica_id: Some("api-0".to_owned()),
+            ..settings
+        };
+        assert_eq!(named.replica(a), "api-0");
     }
 }

@@ -17,6 +17,9 @@ pub struct Host {
     pub control_attributes: String,
     pub reserved: bool,
     pub on_maintenance: bool,
+    /// The notification whose recovery put the host on maintenance (none
+    /// when an operator did).
+    pub maintenance_by: Option<super::NotificationId>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

@@ -18,9 +18,48 @@ pub struct PlannedInstance {
 /// One instance's final result, as the engine reported it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InstanceResult {
-    Succeeded { dest_host: Option<String> },
-    Failed { message: String },
-    Ignored { message: String },
+    /// On `dest_host`; `note` says what else happened.
+    Succeeded {
+        dest_host: Option<String>,
+        note: Option<String>,
+    },
+    /// Not recovered; `retryable` when the cause may pass.
+    Failed {
+        message: String,
+        retryable: bool,
+    },
+    Ignored {
+        message: String,
+    },
+}
+
+/// What a run does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RunKind {
+    /// Recover the notification's instances (or, on a retry, those named).
+    Recover,
+    /// Read the named instances' truth from Nova, release this
+    /// notification's locks; before the final verdict.
+    Reconcile,
+    /// Release this (ended) notification's locks on the named instances.
+    ReleaseLocks,
+}
+
+impl RunKind {
+    pub const ALL: [RunKind; 3] = [Self::Recover, Self::Reconcile, Self::ReleaseLocks];
+
+    /// The name stored with the notification.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Recover => "recover",
+            Self::Reconcile => "reconcile",
+            Self::ReleaseLocks => "release_locks",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
 }
 
 /// What the engine reported.
@@ -55,6 +94,19 @@ pub enum RunEvent {
         on_maintenance: Option<bool>,
         reserved: Option<bool>,
     },
+    /// The engine took (or found its own) lock on the instance, or
+    /// released it.
+    LockChanged {
+        instance_id: String,
+        locked: bool,
+        at: DateTime<Utc>,
+    },
+    /// What Nova says of the instance (a reconcile run).
+    InstanceReconciled {
+        instance_id: String,
+        result: InstanceResult,
+        at: DateTime<Utc>,
+    },
     Done(RunOutcome),
 }
 
@@ -78,18 +130,20 @@ pub struct InstanceRef {
 pub struct RunClaim {
     pub notification_id: NotificationId,
     pub run_id: String,
+    pub kind: RunKind,
     pub attempt: u32,
     pub trace_context: Option<String>,
 }
 
 /// What a run's `StartRun` carries besides the claim: the segment, its
-/// reserved hosts when the recovery method uses them, and on a retry the
-/// instances still without a result.
+/// reserved hosts when the recovery method uses them, and the instances
+/// it is about (a retry's, a reconcile's, a lock release's; empty for a
+/// first recovery, which plans afresh).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunContext {
     pub segment: Segment,
     pub reserved_hosts: Vec<Host>,
-    pub retry: Vec<InstanceRef>,
+    pub instances: Vec<InstanceRef>,
 }
 
 /// Everything the engine is told when a run starts.

@@ -58,8 +58,13 @@ pub struct VMove {
     /// Status, times, message, destination and attempts, which change
     /// together under the status rules.
     pub record: VMoveRecord,
-    /// The step the engine reported last.
+    /// The step the engine reported last, what it said then, and when.
     pub step: Option<String>,
+    pub step_message: Option<String>,
+    pub step_time: Option<DateTime<Utc>>,
+    /// The recovery holds the instance's lock (released as soon as Nova
+    /// answers if it was left held).
+    pub locked: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

@@ -274,6 +274,10 @@ impl From<VMove> for pb::Vmove {
             step: v.step.unwrap_or_default(),
             created_at: timestamp(v.created_at),
             updated_at: timestamp(v.updated_at),
+            step_message: v.step_message.unwrap_or_default(),
+            step_time: optional_timestamp(v.step_time),
+            locked: v.locked,
+            retryable: v.record.retryable(),
         }
     }
 }

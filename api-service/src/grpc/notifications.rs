@@ -77,6 +77,14 @@ impl pb::notification_service_server::NotificationService for NotificationHandle
         Ok(Response::new(message))
     }
 
+    async fn retry_notification(
+        &self,
+        request: Request<pb::RetryNotificationRequest>,
+    ) -> Result<Response<pb::Notification>, Status> {
+        let id = requests::retry_notification(request.into_inner())?;
+        Ok(Response::new(self.api.retry_notification(id).await?.into()))
+    }
+
     async fn list_notifications(
         &self,
         request: Request<pb::ListNotificationsRequest>,

@@ -43,6 +43,7 @@ pub enum DomainRequest {
     GetNotification(NotificationId),
     ListNotifications(NotificationFilter, PageRequest),
     WatchNotification(NotificationId),
+    RetryNotification(NotificationId),
     GetVmove(NotificationId, VMoveId),
     ListVmoves(NotificationId, VMoveFilter, PageRequest),
 }
@@ -98,6 +99,9 @@ pub fn decode_request(rpc: Operation, bytes: &[u8]) -> Result<DomainRequest, Sta
         }
         Operation::WatchNotification => {
             DomainRequest::WatchNotification(watch_notification(decode(bytes)?)?)
+        }
+        Operation::RetryNotification => {
+            DomainRequest::RetryNotification(retry_notification(decode(bytes)?)?)
         }
         Operation::GetVmove => {
             let (notification, id) = get_vmove(decode(bytes)?)?;
@@ -284,6 +288,12 @@ pub(super) fn list_notifications(
 
 pub(super) fn watch_notification(
     r: pb::WatchNotificationRequest,
+) -> Result<NotificationId, InvalidField> {
+    convert::id("id", &r.id)
+}
+
+pub(super) fn retry_notification(
+    r: pb::RetryNotificationRequest,
 ) -> Result<NotificationId, InvalidField> {
     convert::id("id", &r.id)
 }

@@ -36,6 +36,10 @@ pub struct IntakeSettings {
     /// reporting agent's clock is wrong).
     #[serde(with = "humantime_serde")]
     pub max_clock_skew: Duration,
+    /// A report generated longer ago than this is refused: too old to
+    /// recover (`dispatch.expire_after`, set by the server).
+    #[serde(skip)]
+    pub max_report_age: Duration,
 }
 
 impl Default for IntakeSettings {
@@ -43,6 +47,7 @@ impl Default for IntakeSettings {
         Self {
             duplicate_window: Duration::from_secs(180),
             max_clock_skew: Duration::from_secs(600),
+            max_report_age: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -16,9 +16,11 @@ use crate::store::IntakeContext;
 ///
 /// * the host must be registered (in a segment);
 /// * a duplicate (same type, host and payload generated within the window)
-///   is refused, naming the earlier notification;
+///   is refused, naming the earlier notification (one that failed is no
+///   duplicate: a new report is how a monitor retries);
 /// * a host on maintenance refuses reports, except STARTED events, which
-///   say the host or its nova-compute is back;
+///   say the host or its nova-compute is back, and except when the
+///   maintenance is a failed recovery's (not an operator's);
 /// * a report for a disabled segment is stored as `ignored`.
 pub fn decide_intake(
     context: IntakeContext<'_>,
@@ -42,7 +44,8 @@ pub fn decide_intake(
             earlier.status()
         )));
     }
-    if host.on_maintenance && !payload.is_started_event() {
+    if host.on_maintenance && !payload.is_started_event() && !context.maintenance_by_failed_recovery
+    {
         return Err(Error::FailedPrecondition(format!(
             "host {} is on maintenance; notifications for it are refused until its on_maintenance flag is cleared",
             host.name
@@ -88,6 +91,29 @@ fn check_generated_time(
     Ok(())
 }
 
+/// A report generated longer ago than `max_age` (`dispatch.expire_after`)
+/// is too old to recover: refused rather than accepted and left to expire
+/// while its evacuations run.
+fn check_report_age(
+    generated: DateTime<Utc>,
+    now: DateTime<Utc>,
+    max_age: Duration,
+) -> Result<(), InvalidField> {
+    let age = (now - generated).to_std().unwrap_or_default();
+    if age > max_age {
+        return Err(InvalidField::new(
+            "generated_time",
+            format!(
+                "{} is {} old, more than dispatch.expire_after ({}): too old to recover",
+                generated.to_rfc3339(),
+                humantime::format_duration(Duration::from_secs(age.as_secs())),
+                humantime::format_duration(max_age)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Api {
     /// Validates and stores a failure report (with the reports arriving at
     /// the same time: see [`super::intake`]). A retried request with the
@@ -99,6 +125,7 @@ impl Api {
     ) -> Result<Notification, Error> {
         let payload = new.validate()?;
         check_generated_time(new.generated_time, Utc::now(), self.intake.max_clock_skew)?;
+        check_report_age(new.generated_time, Utc::now(), self.intake.max_report_age)?;
         // Stored at microsecond precision; compare replays at the same.
         new.generated_time = new.generated_time.trunc_subsecs(6);
         self.intake_queue.submit(new, payload).await
@@ -112,6 +139,33 @@ impl Api {
         let notification = self.store.notification(id).await?;
         let progress = self.store.progress_events(id).await?;
         Ok((notification, progress))
+    }
+
+    /// An operator's retry of a `failed` notification: it runs again at
+    /// once, with a new retry window, its failed instances back to pending.
+    /// FAILED_PRECONDITION for any other status.
+    #[tracing::instrument(skip(self))]
+    pub async fn retry_notification(&self, id: NotificationId) -> Result<Notification, Error> {
+        let current = self.store.notification(id).await?;
+        if current
+            .status()
+            .on(crate::status::NotificationEvent::Reopen)
+            .is_err()
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "notification {id} is {}: only a failed notification can be retried",
+                current.status()
+            )));
+        }
+        let resolved = self.store.reopen(id).await?;
+        tracing::info!(notification_id = %id, vmoves = resolved.vmoves.len(), "retry requested by an operator");
+        for vmove in resolved.vmoves {
+            self.changes.publish(crate::changes::Change::VMove(vmove));
+        }
+        self.changes.publish(crate::changes::Change::Notification(
+            resolved.notification.clone(),
+        ));
+        Ok(resolved.notification)
     }
 
     #[tracing::instrument(skip(self))]
@@ -146,6 +200,18 @@ pub(super) fn replay(new: &NewNotification, earlier: Notification) -> Result<Not
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_older_than_the_expiry_is_refused_naming_generated_time() {
+        let now = Utc::now();
+        let day = Duration::from_secs(24 * 3600);
+        assert!(check_report_age(now - chrono::Duration::hours(23), now, day).is_ok());
+        let old = check_report_age(now - chrono::Duration::days(2), now, day).unwrap_err();
+        assert_eq!(old.field, "generated_time");
+        assert!(old.reason.contains("too old"), "{}", old.reason);
+        // A clock ahead is the skew rule's business, not this one's.
+        assert!(check_report_age(now + chrono::Duration::minutes(5), now, day).is_ok());
+    }
 
     #[test]
     fn a_generated_time_before_1970_or_too_far_ahead_is_refused() {

@@ -12,7 +12,7 @@ use instanceha_runtime::backoff::Backoff;
 use super::Api;
 use crate::changes::Change;
 use crate::domain::{Notification, NotificationId, RunClaim, RunContext, SequencedEvent};
-use crate::store::{self, Applied, Due, Resolved};
+use crate::store::{self, Applied, Due, Resolved, RunPolicy};
 
 /// Tries of a batch's persistence when the database fails for a passing
 /// reason, and the wait between them.
@@ -34,14 +34,14 @@ impl Api {
         self.store.expired(before, limit).await
     }
 
-    /// Claims a notification for a new run; publishes it as running.
+    /// Claims a notification for a run; publishes it as running.
     pub async fn claim_run(
         &self,
         id: NotificationId,
         replica: &str,
-        lease: Duration,
+        policy: RunPolicy,
     ) -> Result<Option<(Notification, RunClaim)>, store::Error> {
-        let claimed = self.store.claim(id, replica, lease).await?;
+        let claimed = self.store.claim(id, replica, policy).await?;
         if let Some((notification, _)) = &claimed {
             self.changes
                 .publish(Change::Notification(notification.clone()));
@@ -70,11 +70,11 @@ impl Api {
         self.store.renew_lease(id, run_id, lease).await
     }
 
-    /// What the run of `notification` (attempt `attempt`) needs to start.
+    /// What run `claim` of `notification` needs to start.
     pub async fn run_context(
         &self,
         notification: &Notification,
-        attempt: u32,
+        claim: &RunClaim,
     ) -> Result<RunContext, store::Error> {
         let segment = self.store.segment(notification.segment_id).await?;
         let reserved_hosts = if segment.recovery_method.uses_reserved_hosts() {
@@ -82,15 +82,14 @@ impl Api {
         } else {
             Vec::new()
         };
-        let retry = if attempt > 1 {
-            self.store.unresolved_vmoves(notification.id).await?
-        } else {
-            Vec::new()
-        };
+        let instances = self
+            .store
+            .run_instances(notification.id, claim.kind)
+            .await?;
         Ok(RunContext {
             segment,
             reserved_hosts,
-            retry,
+            instances,
         })
     }
 
@@ -128,20 +127,24 @@ impl Api {
         Ok(applied)
     }
 
-    /// Resolves a run with the status rules and publishes the outcome.
+    /// Resolves a run with the status rules and publishes the outcome;
+    /// says when the next run (a retry, a reconcile, a release of locks)
+    /// is due, if one is.
     pub async fn resolve_run(
         &self,
         id: NotificationId,
         run_id: &str,
         end: &crate::status::RunEnd,
-        max_attempts: u32,
+        policy: RunPolicy,
         retry_at: DateTime<Utc>,
-    ) -> Result<Notification, store::Error> {
+    ) -> Result<(Notification, Option<DateTime<Utc>>), store::Error> {
         let resolved = self
             .store
-            .resolve_run(id, run_id, end, max_attempts, retry_at)
+            .resolve_run(id, run_id, end, policy, retry_at)
             .await?;
-        Ok(self.publish_resolved(resolved))
+        let next = resolved.next_run_at;
+        crate::metrics::locks_left(resolved.locks_held);
+        Ok((self.publish_resolved(resolved), next))
     }
 
     /// Gives back a run the engine could not take, without using up an
@@ -162,8 +165,8 @@ impl Api {
         Ok(notification)
     }
 
-    /// Fails a notification too old to recover; `None` if it has ended
-    /// meanwhile.
+    /// Ends a notification too old to recover (after a last look at Nova
+    /// if instances lack a result); `None` if nothing changed.
     pub async fn expire_notification(
         &self,
         id: NotificationId,
@@ -174,6 +177,11 @@ impl Api {
             .expire(id, reason)
             .await?
             .map(|resolved| self.publish_resolved(resolved)))
+    }
+
+    /// Locks held by ended notifications, for the metrics.
+    pub async fn locks_left(&self) -> Result<u64, store::Error> {
+        self.store.locks_left().await
     }
 
     /// The notification as stored now.

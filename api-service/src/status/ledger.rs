@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::{VMoveEvent, VMoveRecord, VMoveStatus};
+use super::{Reconciled, VMoveEvent, VMoveRecord, VMoveStatus};
 use crate::domain::{
     InstanceResult, PlannedInstance, ProgressEvent, ProgressState, RunEvent, SequencedEvent,
     VMoveType,
@@ -32,6 +32,8 @@ pub struct LedgerVMove {
     pub record: VMoveRecord,
     /// The engine's current step: name, what it said, when.
     pub step: Option<Step>,
+    /// The engine holds the instance's lock for this notification.
+    pub lock_held: bool,
 }
 
 /// A step the engine entered.
@@ -84,6 +86,9 @@ pub struct RunLedger {
     sequence: u64,
     progress_sequence: u64,
     vmoves: HashMap<String, LedgerVMove>,
+    /// A release-locks run of an ended notification: only lock changes,
+    /// progress and `Done` are accepted; no status changes.
+    locks_only: bool,
 }
 
 impl RunLedger {
@@ -101,7 +106,15 @@ impl RunLedger {
             sequence,
             progress_sequence,
             vmoves,
+            locks_only: false,
         }
+    }
+
+    /// The state of a release-locks run: it may report lock changes,
+    /// progress and `Done`, nothing else.
+    pub fn locks_only(mut self) -> Self {
+        self.locks_only = true;
+        self
     }
 
     /// The instances a batch's new events name (those the store must load).
@@ -114,7 +127,9 @@ impl RunLedger {
                 }
                 RunEvent::InstanceStarted { instance_id, .. }
                 | RunEvent::InstanceStep { instance_id, .. }
-                | RunEvent::InstanceFinished { instance_id, .. } => ids.push(instance_id.clone()),
+                | RunEvent::InstanceFinished { instance_id, .. }
+                | RunEvent::LockChanged { instance_id, .. }
+                | RunEvent::InstanceReconciled { instance_id, .. } => ids.push(instance_id.clone()),
                 RunEvent::Progress {
                     instance_id: Some(instance_id),
                     ..
@@ -165,6 +180,17 @@ impl RunLedger {
             )));
         }
         self.sequence = event.sequence;
+        if self.locks_only
+            && !matches!(
+                event.event,
+                RunEvent::LockChanged { .. } | RunEvent::Progress { .. } | RunEvent::Done(_)
+            )
+        {
+            return Err(Rejected(format!(
+                "event {} of run {}: a release-locks run reports lock changes, progress and done only",
+                event.sequence, self.run_id
+            )));
+        }
         match &event.event {
             RunEvent::Plan(planned) => {
                 for p in planned {
@@ -217,27 +243,36 @@ impl RunLedger {
             } => {
                 let vmove = self.planned_mut(instance_id)?;
                 let (event, state, text) = match result {
-                    InstanceResult::Succeeded { dest_host } => (
+                    InstanceResult::Succeeded { dest_host, note } => (
                         VMoveEvent::Succeed {
                             at: *end,
                             started: *start,
                             dest_host: dest_host.clone(),
+                            note: note.clone(),
                         },
                         ProgressState::Succeeded,
                         format!(
-                            "{} recovered on {}",
+                            "{} recovered on {}{}",
                             vmove.instance_name,
-                            dest_host.as_deref().unwrap_or(&vmove.source_host)
+                            dest_host.as_deref().unwrap_or(&vmove.source_host),
+                            note.as_deref()
+                                .map(|n| format!(" ({n})"))
+                                .unwrap_or_default()
                         ),
                     ),
-                    InstanceResult::Failed { message } => (
+                    InstanceResult::Failed { message, retryable } => (
                         VMoveEvent::Fail {
                             at: *end,
                             started: *start,
                             message: message.clone(),
+                            retryable: *retryable,
                         },
                         ProgressState::Failed,
-                        format!("{} not recovered: {message}", vmove.instance_name),
+                        format!(
+                            "{} not recovered{}: {message}",
+                            vmove.instance_name,
+                            if *retryable { " yet" } else { "" }
+                        ),
                     ),
                     InstanceResult::Ignored { message } => (
                         VMoveEvent::Ignore {
@@ -283,6 +318,72 @@ impl RunLedger {
                     instance_id.as_deref(),
                 );
             }
+            RunEvent::LockChanged {
+                instance_id,
+                locked,
+                ..
+            } => {
+                let vmove = self.planned_mut(instance_id)?;
+                if vmove.lock_held != *locked {
+                    vmove.lock_held = *locked;
+                    touched(applied, instance_id);
+                }
+            }
+            RunEvent::InstanceReconciled {
+                instance_id,
+                result,
+                at,
+            } => {
+                let vmove = self.planned_mut(instance_id)?;
+                let (reconciled, state, text) = match result {
+                    InstanceResult::Succeeded { dest_host, note } => {
+                        let note = note
+                            .clone()
+                            .unwrap_or_else(|| "nova shows it recovered".to_owned());
+                        let text = format!("{}: {note}", vmove.instance_name);
+                        (
+                            Reconciled::Recovered {
+                                dest_host: dest_host.clone(),
+                                note,
+                            },
+                            ProgressState::Succeeded,
+                            text,
+                        )
+                    }
+                    InstanceResult::Failed { message, retryable } => (
+                        Reconciled::NotRecovered {
+                            message: message.clone(),
+                            retryable: *retryable,
+                        },
+                        ProgressState::Failed,
+                        format!("{}: {message}", vmove.instance_name),
+                    ),
+                    InstanceResult::Ignored { message } => (
+                        Reconciled::Gone {
+                            message: message.clone(),
+                        },
+                        ProgressState::Skipped,
+                        format!("{}: {message}", vmove.instance_name),
+                    ),
+                };
+                match vmove.record.status() {
+                    // What Nova says counts where the engine gave no result
+                    // or failed; a success or an ignore stands.
+                    VMoveStatus::Succeeded | VMoveStatus::Ignored => {}
+                    _ => {
+                        vmove
+                            .record
+                            .apply(VMoveEvent::Reconcile {
+                                at: *at,
+                                result: reconciled,
+                            })
+                            .map_err(|e| Rejected(format!("instance {instance_id}: {e}")))?;
+                        vmove.step = Some(Step::named("reconciled"));
+                        touched(applied, instance_id);
+                    }
+                }
+                self.progress(applied, "reconcile", state, text, *at, Some(instance_id));
+            }
             RunEvent::HostUpdate {
                 hostname,
                 on_maintenance,
@@ -311,6 +412,7 @@ impl RunLedger {
                 vmove_type: p.vmove_type,
                 record: VMoveRecord::planned(),
                 step: None,
+                lock_held: false,
             },
         );
         applied.created.push(p.instance_id.clone());
@@ -411,6 +513,7 @@ mod tests {
                     instance_id: "a".into(),
                     result: InstanceResult::Succeeded {
                         dest_host: Some("compute-02".into()),
+                        note: None,
                     },
                     start: Some(at(1)),
                     end: at(3),
@@ -505,6 +608,7 @@ mod tests {
                     instance_id: "a".into(),
                     result: InstanceResult::Failed {
                         message: "no".into(),
+                        retryable: false,
                     },
                     start: None,
                     end: at(1),
@@ -513,6 +617,7 @@ mod tests {
                     instance_id: "a".into(),
                     result: InstanceResult::Failed {
                         message: "no".into(),
+                        retryable: false,
                     },
                     start: None,
                     end: at(2),

@@ -1,5 +1,8 @@
-//! Table tests over every (status, event) pair and property tests of the
-//! status invariants.
+//! Table tests over every (status, event) pair, the resolution rules case
+//! by case, and property tests of the status invariants: whatever the
+//! engine reports and however runs end, a notification ends within its
+//! budget, a terminal one has no instance without a result, and no final
+//! verdict contradicts what Nova says when Nova could be read.
 
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
@@ -28,6 +31,7 @@ fn notification_transitions_every_pair() {
             (S::Error, E::Start) => Some(S::Running),
             (S::Error, E::Fail) => Some(S::Failed),
             (S::Error, E::Expire) => Some(S::Failed),
+            (S::Failed, E::Reopen) => Some(S::Error),
             _ => None,
         }
     };
@@ -48,10 +52,11 @@ fn notification_transitions_every_pair() {
             }
         }
     }
-    assert_eq!(legal, 11);
-    // Nothing leaves a terminal status.
+    assert_eq!(legal, 12);
+    // Nothing but an operator's reopening of a failed notification leaves a
+    // terminal status.
     for from in S::ALL.into_iter().filter(|s| s.is_terminal()) {
-        for event in E::ALL {
+        for event in E::ALL.into_iter().filter(|e| *e != E::Reopen) {
             assert!(from.on(event).is_err(), "{from} left by {}", event.as_str());
         }
     }
@@ -64,11 +69,19 @@ fn vmove_events() -> Vec<VMoveEvent> {
             started: None,
             at: at(2),
             dest_host: Some("compute-02".into()),
+            note: None,
         },
         VMoveEvent::Fail {
             started: None,
             at: at(3),
-            message: "evacuate: nova answered 503".into(),
+            message: "evacuate: nova answered 409".into(),
+            retryable: false,
+        },
+        VMoveEvent::Fail {
+            started: None,
+            at: at(3),
+            message: "lock: nova answered 503".into(),
+            retryable: true,
         },
         VMoveEvent::Ignore {
             started: None,
@@ -76,10 +89,20 @@ fn vmove_events() -> Vec<VMoveEvent> {
             message: "instance is paused".into(),
         },
         VMoveEvent::Retry,
+        VMoveEvent::Reopen,
+        VMoveEvent::Reconcile {
+            at: at(5),
+            result: Reconciled::Recovered {
+                dest_host: Some("compute-02".into()),
+                note: "nova shows it active on compute-02".into(),
+            },
+        },
     ]
 }
 
-fn record(status: VMoveStatus) -> VMoveRecord {
+/// A record in `status`; a failed one failed for a passing reason when
+/// `transient`.
+fn record(status: VMoveStatus, transient: bool) -> VMoveRecord {
     let mut record = VMoveRecord::planned();
     record.status = status;
     if status != VMoveStatus::Pending {
@@ -89,75 +112,162 @@ fn record(status: VMoveStatus) -> VMoveRecord {
         record.end_time = Some(at(0));
         record.message = Some("earlier".into());
     }
+    record.retryable = transient && status == VMoveStatus::Failed;
     record
 }
 
 #[test]
 fn vmove_transitions_every_pair() {
     use VMoveStatus as S;
-    let expected = |from: S, event: &VMoveEvent| -> Option<S> {
+    let expected = |from: S, transient: bool, event: &VMoveEvent| -> Option<S> {
         match (from, event) {
             (S::Pending, VMoveEvent::Start { .. }) => Some(S::Ongoing),
             (S::Ongoing, VMoveEvent::Succeed { .. }) => Some(S::Succeeded),
             (S::Pending | S::Ongoing, VMoveEvent::Fail { .. }) => Some(S::Failed),
             (S::Pending | S::Ongoing, VMoveEvent::Ignore { .. }) => Some(S::Ignored),
             (S::Pending | S::Ongoing, VMoveEvent::Retry) => Some(S::Pending),
+            (S::Failed, VMoveEvent::Retry) if transient => Some(S::Pending),
+            (S::Failed, VMoveEvent::Reopen) => Some(S::Pending),
+            (S::Pending | S::Ongoing | S::Failed, VMoveEvent::Reconcile { .. }) => {
+                Some(S::Succeeded)
+            }
             _ => None,
         }
     };
     let mut legal = 0;
     for from in S::ALL {
-        for event in vmove_events() {
-            let mut rec = record(from);
-            let before = rec.clone();
-            let got = rec.apply(event.clone());
-            match expected(from, &event) {
-                Some(to) => {
-                    legal += 1;
-                    assert_eq!(got, Ok(()), "{from} --{}-->", event.name());
-                    assert_eq!(rec.status, to);
-                }
-                None => {
-                    assert!(got.is_err(), "{from} --{}--> accepted", event.name());
-                    assert_eq!(rec, before, "a rejected event changed the record");
+        for transient in [false, true] {
+            for event in vmove_events() {
+                let mut rec = record(from, transient);
+                let before = rec.clone();
+                let got = rec.apply(event.clone());
+                match expected(from, transient, &event) {
+                    Some(to) => {
+                        legal += 1;
+                        assert_eq!(got, Ok(()), "{from} --{}-->", event.name());
+                        assert_eq!(rec.status, to);
+                    }
+                    None => {
+                        assert!(got.is_err(), "{from} --{}--> accepted", event.name());
+                        assert_eq!(rec, before, "a rejected event changed the record");
+                    }
                 }
             }
         }
     }
-    assert_eq!(legal, 8);
+    assert_eq!(legal, 29);
 }
 
 #[test]
-fn vmove_failure_always_has_end_time_and_message() {
+fn a_failure_keeps_its_message_its_cause_and_a_fallback_reason() {
     let mut rec = VMoveRecord::planned();
-    rec.apply(VMoveEvent::Start { at: at(1) }).unwrap();
     rec.apply(VMoveEvent::Fail {
-        started: None,
+        started: Some(at(4)),
         at: at(5),
-        message: "  ".into(),
+        message: "   ".into(),
+        retryable: true,
     })
     .unwrap();
     assert_eq!(rec.end_time, Some(at(5)));
+    assert_eq!(rec.start_time, Some(at(4)));
     assert_eq!(rec.message.as_deref(), Some("failed without a reason"));
-}
-
-#[test]
-fn retry_counts_attempts_and_clears_the_previous_try() {
-    let mut rec = VMoveRecord::planned();
-    rec.apply(VMoveEvent::Start { at: at(1) }).unwrap();
+    assert!(rec.retryable());
+    // A retry starts it afresh, one attempt more.
     rec.apply(VMoveEvent::Retry).unwrap();
     assert_eq!(rec.status, VMoveStatus::Pending);
     assert_eq!(rec.attempts, 2);
     assert_eq!(rec.start_time, None);
+    assert!(!rec.retryable());
     rec.apply(VMoveEvent::Start { at: at(7) }).unwrap();
     rec.apply(VMoveEvent::Succeed {
         started: None,
         at: at(9),
         dest_host: Some("c2".into()),
+        note: Some("left locked for now".into()),
     })
     .unwrap();
     assert_eq!(rec.status, VMoveStatus::Succeeded);
     assert_eq!(rec.start_time, Some(at(7)));
+    assert_eq!(rec.message.as_deref(), Some("left locked for now"));
+}
+
+#[test]
+fn nova_s_truth_replaces_what_the_engine_last_saw() {
+    let mut failed = record(VMoveStatus::Failed, false);
+    failed
+        .apply(VMoveEvent::Reconcile {
+            at: at(9),
+            result: Reconciled::Recovered {
+                dest_host: Some("compute-02".into()),
+                note: "nova shows it active on compute-02".into(),
+            },
+        })
+        .unwrap();
+    assert_eq!(failed.status, VMoveStatus::Succeeded);
+    assert_eq!(failed.dest_host.as_deref(), Some("compute-02"));
+    assert_eq!(
+        failed.message.as_deref(),
+        Some("nova shows it active on compute-02")
+    );
+    let mut pending = record(VMoveStatus::Pending, false);
+    pending
+        .apply(VMoveEvent::Reconcile {
+            at: at(9),
+            result: Reconciled::NotRecovered {
+                message: "nova shows it active still on the failed host".into(),
+                retryable: false,
+            },
+        })
+        .unwrap();
+    assert_eq!(pending.status, VMoveStatus::Failed);
+    assert!(pending.end_time.is_some());
+}
+
+#[test]
+fn a_reconciled_failure_keeps_what_the_recovery_last_ran_into_once() {
+    let mut failed = record(VMoveStatus::Failed, true);
+    failed.message = Some("lock: nova: 503".into());
+    let truth = |message: &str| VMoveEvent::Reconcile {
+        at: at(9),
+        result: Reconciled::NotRecovered {
+            message: message.into(),
+            retryable: false,
+        },
+    };
+    failed.apply(truth("nova shows it active on compute-01")).unwrap();
+    assert_eq!(
+        failed.message.as_deref(),
+        Some("nova shows it active on compute-01; the recovery last failed at: lock: nova: 503")
+    );
+    // Reconciled again: the newest truth, the same cause, said once.
+    failed.apply(truth("nova shows it shutoff on compute-01")).unwrap();
+    assert_eq!(
+        failed.message.as_deref(),
+        Some("nova shows it shutoff on compute-01; the recovery last failed at: lock: nova: 503")
+    );
+    assert!(!failed.retryable);
+}
+
+#[test]
+fn the_message_says_which_locks_are_still_held_until_none_is() {
+    let held = |n: usize| (1..=n).map(|i| format!("vm-{i}")).collect::<Vec<_>>();
+    let base = "host compute-01 processed (2 instance(s) recovered)";
+    let one = with_locks_held(base, &held(1));
+    assert_eq!(
+        one,
+        format!("{base}; 1 instance(s) still locked by this notification, released as soon as nova answers: vm-1")
+    );
+    // Replaced, not appended, as the set changes; long lists are cut.
+    let many = with_locks_held(&one, &held(12));
+    assert!(many.starts_with(&format!("{base}; 12 instance(s)")), "{many}");
+    assert!(many.ends_with("vm-10 and 2 more"), "{many}");
+    assert_eq!(many.matches("still locked").count(), 1);
+    // All released: said once, and nothing is said when none was held.
+    assert_eq!(
+        with_locks_held(&many, &[]),
+        format!("{base}; every lock it took is released")
+    );
+    assert_eq!(with_locks_held(base, &[]), base);
 }
 
 fn view(id: usize, status: VMoveStatus) -> VMoveView<'static, usize> {
@@ -166,6 +276,15 @@ fn view(id: usize, status: VMoveStatus) -> VMoveView<'static, usize> {
         instance: "vm",
         status,
         message: (status == VMoveStatus::Failed).then_some("boom"),
+        retryable: false,
+    }
+}
+
+fn transient(id: usize) -> VMoveView<'static, usize> {
+    VMoveView {
+        retryable: true,
+        message: Some("lock: 503"),
+        ..view(id, VMoveStatus::Failed)
     }
 }
 
@@ -175,22 +294,49 @@ fn completed() -> RunEnd {
     })
 }
 
+/// Attempt `attempt` of at most `max`, the retry window open or not.
+fn budget(attempt: u32, max: u32, window_open: bool) -> RetryBudget {
+    RetryBudget {
+        attempt,
+        max_attempts: max,
+        window_open,
+    }
+}
+
 #[test]
 fn the_seed_bug_cannot_happen_a_pending_vmove_never_finishes() {
     // Masakari: a worker's 503 escaped, the vmove stayed pending and the
     // notification went finished. Here the run is complete, one vmove is
-    // still pending and no attempts remain: the notification fails and the
-    // vmove fails with it.
+    // still pending and no retry is left: Nova is asked first, and if it
+    // cannot tell either the notification fails with the vmove.
     let vmoves = [
         view(1, VMoveStatus::Succeeded),
         view(2, VMoveStatus::Pending),
     ];
-    let resolution = resolve_final_status(&completed(), &vmoves, 3, 3);
-    match resolution {
+    let recover = resolve_run(&completed(), RunKind::Recover, &vmoves, budget(3, 3, true));
+    match recover {
+        Resolution::Reconcile { instances, .. } => assert_eq!(instances, vec![2]),
+        other => panic!("expected a reconcile, got {other:?}"),
+    }
+    let lost = RunEnd::Lost {
+        reason: "engine crashed".into(),
+    };
+    let reconcile = resolve_run(
+        &lost,
+        RunKind::Reconcile,
+        &vmoves,
+        budget(3 + RECONCILE_ATTEMPTS, 3, false),
+    );
+    match reconcile {
         Resolution::Failed { fail, message } => {
             assert_eq!(fail.len(), 1);
             assert_eq!(fail[0].0, 2);
             assert!(message.contains("1 of 2"), "{message}");
+            assert!(
+                fail[0].1.contains("could not be confirmed"),
+                "{}",
+                fail[0].1
+            );
         }
         other => panic!("expected failed, got {other:?}"),
     }
@@ -198,11 +344,11 @@ fn the_seed_bug_cannot_happen_a_pending_vmove_never_finishes() {
 
 #[test]
 fn a_finished_message_counts_recovered_and_ignored_apart() {
-    let finished = |vmoves: &[VMoveView<'static, usize>]| match resolve_final_status(
+    let finished = |vmoves: &[VMoveView<'static, usize>]| match resolve_run(
         &completed(),
+        RunKind::Recover,
         vmoves,
-        1,
-        3,
+        budget(1, 3, true),
     ) {
         Resolution::Finished { message } => message,
         other => panic!("expected finished, got {other:?}"),
@@ -219,33 +365,97 @@ fn a_finished_message_counts_recovered_and_ignored_apart() {
 }
 
 #[test]
-fn unresolved_vmoves_are_retried_while_attempts_remain() {
+fn no_result_or_a_passing_failure_is_retried_while_the_window_is_open() {
     let vmoves = [
         view(1, VMoveStatus::Succeeded),
         view(2, VMoveStatus::Ongoing),
         view(3, VMoveStatus::Pending),
+        transient(4),
+        view(5, VMoveStatus::Failed),
     ];
     let end = RunEnd::Lost {
         reason: "stream reset".into(),
     };
-    match resolve_final_status(&end, &vmoves, 1, 3) {
+    match resolve_run(&end, RunKind::Recover, &vmoves, budget(1, 20, true)) {
         Resolution::Retry { retry, message } => {
-            assert_eq!(retry, vec![2, 3]);
+            // The failure Nova's state confirmed is not retried.
+            assert_eq!(retry, vec![2, 3, 4]);
             assert!(message.contains("stream reset"), "{message}");
         }
         other => panic!("expected retry, got {other:?}"),
     }
+    // The window closed (or the attempts spent): Nova is read for every
+    // instance not recovered before the verdict.
+    for spent in [budget(2, 20, false), budget(20, 20, true)] {
+        match resolve_run(&end, RunKind::Recover, &vmoves, spent) {
+            Resolution::Reconcile { instances, .. } => assert_eq!(instances, vec![2, 3, 4, 5]),
+            other => panic!("expected reconcile, got {other:?}"),
+        }
+    }
 }
 
 #[test]
-fn a_failed_instance_fails_the_notification() {
+fn a_failure_the_engine_confirmed_with_nova_fails_the_notification() {
     let vmoves = [
         view(1, VMoveStatus::Succeeded),
         view(2, VMoveStatus::Failed),
     ];
-    let resolution = resolve_final_status(&completed(), &vmoves, 1, 3);
+    let resolution = resolve_run(&completed(), RunKind::Recover, &vmoves, budget(1, 3, true));
     assert_eq!(resolution.status(), NotificationStatus::Failed);
     assert!(resolution.message().contains("vm: boom"));
+}
+
+#[test]
+fn a_reconcile_gives_the_final_verdict_and_reads_nova_again_when_it_could_not() {
+    let reconciled = [
+        view(1, VMoveStatus::Succeeded),
+        view(2, VMoveStatus::Succeeded),
+    ];
+    assert_eq!(
+        resolve_run(
+            &completed(),
+            RunKind::Reconcile,
+            &reconciled,
+            budget(5, 3, false)
+        )
+        .status(),
+        NotificationStatus::Finished
+    );
+    let not_recovered = [
+        view(1, VMoveStatus::Succeeded),
+        view(2, VMoveStatus::Failed),
+    ];
+    assert_eq!(
+        resolve_run(
+            &completed(),
+            RunKind::Reconcile,
+            &not_recovered,
+            budget(4, 3, false)
+        )
+        .status(),
+        NotificationStatus::Failed
+    );
+    // Nova could not be read for instance 2: once more, then fail.
+    let unreadable = [view(1, VMoveStatus::Succeeded), transient(2)];
+    match resolve_run(
+        &completed(),
+        RunKind::Reconcile,
+        &unreadable,
+        budget(4, 3, false),
+    ) {
+        Resolution::Reconcile { instances, .. } => assert_eq!(instances, vec![2]),
+        other => panic!("expected reconcile, got {other:?}"),
+    }
+    assert_eq!(
+        resolve_run(
+            &completed(),
+            RunKind::Reconcile,
+            &unreadable,
+            budget(3 + RECONCILE_ATTEMPTS, 3, false)
+        )
+        .status(),
+        NotificationStatus::Failed
+    );
 }
 
 #[test]
@@ -254,7 +464,7 @@ fn succeeded_and_ignored_finish() {
         view(1, VMoveStatus::Succeeded),
         view(2, VMoveStatus::Ignored),
     ];
-    let resolution = resolve_final_status(&completed(), &vmoves, 1, 3);
+    let resolution = resolve_run(&completed(), RunKind::Recover, &vmoves, budget(1, 3, true));
     assert_eq!(resolution.status(), NotificationStatus::Finished);
 }
 
@@ -266,11 +476,15 @@ fn workflow_failure_without_instances_retries_then_fails() {
     });
     let none: [VMoveView<'_, usize>; 0] = [];
     assert_eq!(
-        resolve_final_status(&end, &none, 1, 2).status(),
+        resolve_run(&end, RunKind::Recover, &none, budget(1, 2, true)).status(),
         NotificationStatus::Error
     );
     assert_eq!(
-        resolve_final_status(&end, &none, 2, 2).status(),
+        resolve_run(&end, RunKind::Recover, &none, budget(2, 2, true)).status(),
+        NotificationStatus::Failed
+    );
+    assert_eq!(
+        resolve_run(&end, RunKind::Recover, &none, budget(1, 2, false)).status(),
         NotificationStatus::Failed
     );
     let not_retryable = RunEnd::Done(RunOutcome::Failed {
@@ -278,7 +492,7 @@ fn workflow_failure_without_instances_retries_then_fails() {
         retryable: false,
     });
     assert_eq!(
-        resolve_final_status(&not_retryable, &none, 1, 5).status(),
+        resolve_run(&not_retryable, RunKind::Recover, &none, budget(1, 5, true)).status(),
         NotificationStatus::Failed
     );
 }
@@ -289,18 +503,26 @@ fn ignored_run_without_instances_is_ignored() {
         message: "host_status is UNKNOWN".into(),
     });
     let none: [VMoveView<'_, usize>; 0] = [];
-    let resolution = resolve_final_status(&end, &none, 1, 3);
+    let resolution = resolve_run(&end, RunKind::Recover, &none, budget(1, 3, true));
     assert_eq!(resolution.status(), NotificationStatus::Ignored);
 }
 
 #[test]
-fn cancelled_run_fails_unresolved_at_once() {
+fn a_cancelled_run_is_not_retried_but_nova_is_read_before_the_verdict() {
     let end = RunEnd::Done(RunOutcome::Cancelled {
         message: "expired".into(),
     });
     let vmoves = [view(1, VMoveStatus::Ongoing)];
-    let resolution = resolve_final_status(&end, &vmoves, 1, 3);
-    assert_eq!(resolution.status(), NotificationStatus::Failed);
+    let resolution = resolve_run(&end, RunKind::Recover, &vmoves, budget(1, 3, true));
+    assert!(
+        matches!(resolution, Resolution::Reconcile { .. }),
+        "{resolution:?}"
+    );
+    let none: [VMoveView<'_, usize>; 0] = [];
+    assert_eq!(
+        resolve_run(&end, RunKind::Recover, &none, budget(1, 3, true)).status(),
+        NotificationStatus::Failed
+    );
 }
 
 #[test]
@@ -316,11 +538,12 @@ fn status_names_round_trip() {
 
 // ---- properties ------------------------------------------------------------
 
+/// What the engine reports about an instance in a recovery run.
 #[derive(Clone, Debug)]
 enum EngineEvent {
     Start(usize),
     Succeed(usize),
-    Fail(usize),
+    Fail(usize, bool),
     Ignore(usize),
 }
 
@@ -329,7 +552,7 @@ fn engine_event(instances: usize) -> impl Strategy<Value = EngineEvent> {
     prop_oneof![
         i.clone().prop_map(EngineEvent::Start),
         i.clone().prop_map(EngineEvent::Succeed),
-        i.clone().prop_map(EngineEvent::Fail),
+        (i.clone(), any::<bool>()).prop_map(|(i, t)| EngineEvent::Fail(i, t)),
         i.prop_map(EngineEvent::Ignore),
     ]
 }
@@ -353,26 +576,45 @@ fn run_end() -> impl Strategy<Value = RunEnd> {
     ]
 }
 
-/// One run: the engine's events (illegal ones rejected), then the end.
+/// One recovery run: the engine's events (illegal ones rejected), then the
+/// end; and whether a reconcile run that follows it can read Nova.
 #[derive(Clone, Debug)]
 struct Run {
     events: Vec<EngineEvent>,
     end: RunEnd,
+    nova_readable: bool,
 }
 
-fn scenario() -> impl Strategy<Value = (usize, u32, Vec<Run>)> {
-    (0usize..6, 1u32..4).prop_flat_map(|(instances, max_attempts)| {
-        let run = (
-            proptest::collection::vec(engine_event(instances), 0..20),
-            run_end(),
-        )
-            .prop_map(|(events, end)| Run { events, end });
-        (
-            Just(instances),
-            Just(max_attempts),
-            proptest::collection::vec(run, max_attempts as usize..=max_attempts as usize),
-        )
-    })
+/// Instances (each recovered or not in Nova's eyes), the attempts and
+/// whether the window closes early, and the runs.
+type Scenario = (Vec<bool>, u32, bool, Vec<Run>);
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    (
+        proptest::collection::vec(any::<bool>(), 0..6),
+        1u32..5,
+        any::<bool>(),
+    )
+        .prop_flat_map(|(truth, max_attempts, closes)| {
+            let instances = truth.len();
+            let run = (
+                proptest::collection::vec(engine_event(instances), 0..20),
+                run_end(),
+                any::<bool>(),
+            )
+                .prop_map(|(events, end, nova_readable)| Run {
+                    events,
+                    end,
+                    nova_readable,
+                });
+            let runs = (max_attempts + RECONCILE_ATTEMPTS) as usize;
+            (
+                Just(truth),
+                Just(max_attempts),
+                Just(closes),
+                proptest::collection::vec(run, runs..=runs),
+            )
+        })
 }
 
 fn apply_engine_event(records: &mut [VMoveRecord], event: &EngineEvent, t: i64) {
@@ -384,14 +626,16 @@ fn apply_engine_event(records: &mut [VMoveRecord], event: &EngineEvent, t: i64) 
                 started: None,
                 at: at(t),
                 dest_host: Some("c2".into()),
+                note: None,
             },
         ),
-        EngineEvent::Fail(i) => (
+        EngineEvent::Fail(i, retryable) => (
             *i,
             VMoveEvent::Fail {
                 started: None,
                 at: at(t),
                 message: "lock: 503".into(),
+                retryable: *retryable,
             },
         ),
         EngineEvent::Ignore(i) => (
@@ -409,41 +653,102 @@ fn apply_engine_event(records: &mut [VMoveRecord], event: &EngineEvent, t: i64) 
     }
 }
 
+/// A reconcile run: Nova's truth for each named instance, or (Nova not
+/// readable) a passing failure to read it.
+fn reconcile(records: &mut [VMoveRecord], ids: &[usize], truth: &[bool], readable: bool, t: i64) {
+    for id in ids {
+        let result = match (readable, truth[*id]) {
+            (false, _) => Reconciled::NotRecovered {
+                message: "nova could not be read".into(),
+                retryable: true,
+            },
+            (true, true) => Reconciled::Recovered {
+                dest_host: Some("c2".into()),
+                note: "nova shows it active on c2".into(),
+            },
+            (true, false) => Reconciled::NotRecovered {
+                message: "nova shows it still on the failed host".into(),
+                retryable: false,
+            },
+        };
+        records[*id]
+            .apply(VMoveEvent::Reconcile { at: at(t), result })
+            .expect("only instances without a good result are reconciled");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     /// Whatever the engine sends and however runs end, the notification
-    /// reaches a terminal status within its attempts and the invariants hold.
+    /// reaches a terminal status within its attempts (and the reconciles
+    /// allowed beyond them), the invariants hold, and when a reconcile
+    /// could read Nova, no instance Nova shows recovered ends failed.
     #[test]
-    fn no_sequence_of_events_breaks_an_invariant((instances, max_attempts, runs) in scenario()) {
-        let mut records: Vec<VMoveRecord> = (0..instances).map(|_| VMoveRecord::planned()).collect();
+    fn no_sequence_of_events_breaks_an_invariant(
+        (truth, max_attempts, closes, runs) in scenario()
+    ) {
+        let mut records: Vec<VMoveRecord> = truth.iter().map(|_| VMoveRecord::planned()).collect();
+        let mut read_by_nova: Vec<bool> = truth.iter().map(|_| false).collect();
         let mut status = NotificationStatus::New;
+        let mut kind = RunKind::Recover;
         let mut t = 0;
         for (n, run) in runs.iter().enumerate() {
             let attempt = n as u32 + 1;
             status = status.on(NotificationEvent::Start).expect("new or error can start");
-            for event in &run.events {
-                t += 1;
-                apply_engine_event(&mut records, event, t);
+            match kind {
+                RunKind::Recover => {
+                    for event in &run.events {
+                        t += 1;
+                        apply_engine_event(&mut records, event, t);
+                    }
+                }
+                RunKind::Reconcile | RunKind::ReleaseLocks => {}
             }
             let views: Vec<VMoveView<'_, usize>> = records
                 .iter()
                 .enumerate()
-                .map(|(id, r)| VMoveView { id, instance: "vm", status: r.status, message: r.message.as_deref() })
+                .map(|(id, r)| VMoveView {
+                    id,
+                    instance: "vm",
+                    status: r.status,
+                    message: r.message.as_deref(),
+                    retryable: r.retryable,
+                })
                 .collect();
-            let resolution = resolve_final_status(&run.end, &views, attempt, max_attempts);
+            let budget = RetryBudget {
+                attempt,
+                max_attempts,
+                window_open: !(closes && attempt > 1),
+            };
+            let resolution = resolve_run(&run.end, kind, &views, budget);
             t += 1;
             match &resolution {
                 Resolution::Retry { retry, .. } => {
-                    prop_assert!(attempt < max_attempts, "retry past the last attempt");
+                    prop_assert!(budget.may_retry(), "retry past the budget");
                     for id in retry {
-                        records[*id].apply(VMoveEvent::Retry).expect("only unresolved vmoves are retried");
+                        records[*id].apply(VMoveEvent::Retry).expect("only unresolved or passing failures are retried");
+                    }
+                }
+                Resolution::Reconcile { instances, .. } => {
+                    // The reconcile run that follows reads Nova (the next
+                    // run's end stands for how it ended).
+                    let next = runs.get(n + 1);
+                    if let Some(next) = next
+                        && matches!(next.end, RunEnd::Done(RunOutcome::Completed { .. }))
+                    {
+                        reconcile(&mut records, instances, &truth, next.nova_readable, t);
+                        if next.nova_readable {
+                            for id in instances {
+                                read_by_nova[*id] = true;
+                            }
+                        }
                     }
                 }
                 Resolution::Failed { fail, .. } => {
                     for (id, message) in fail {
                         records[*id]
-                            .apply(VMoveEvent::Fail { started: None, at: at(t), message: message.clone() })
+                            .apply(VMoveEvent::Fail { started: None, at: at(t), message: message.clone(), retryable: false })
                             .expect("only unresolved vmoves are failed");
                     }
                 }
@@ -452,18 +757,20 @@ proptest! {
             let next = status.on(resolution.event()).expect("a running notification takes any resolution");
             prop_assert_eq!(next, resolution.status());
             status = next;
-
+            kind = resolution.next_run().unwrap_or(RunKind::Recover);
             if status.is_terminal() {
                 break;
             }
         }
 
-        prop_assert!(status.is_terminal(), "not terminal after {} attempts: {}", max_attempts, status);
-        for record in &records {
+        prop_assert!(status.is_terminal(), "not terminal after {} runs: {}", runs.len(), status);
+        for (record, (truth, read)) in records.iter().zip(truth.iter().zip(&read_by_nova)) {
             prop_assert!(record.status.is_resolved(), "terminal notification with a {} vmove", record.status);
             if record.status == VMoveStatus::Failed {
                 prop_assert!(record.end_time.is_some(), "failed vmove without end time");
                 prop_assert!(record.message.as_deref().is_some_and(|m| !m.is_empty()), "failed vmove without message");
+                // No message contradicts Nova.
+                prop_assert!(!(*truth && *read), "an instance Nova shows recovered ended failed");
             }
         }
         if status == NotificationStatus::Finished {
@@ -474,15 +781,21 @@ proptest! {
         }
     }
 
-    /// Random notification events: a terminal status is never left.
+    /// Random notification events: a terminal status is left only by an
+    /// operator's reopening of a failed notification.
     #[test]
-    fn terminal_notifications_stay_terminal(events in proptest::collection::vec(0usize..6, 0..40)) {
+    fn terminal_notifications_stay_terminal(events in proptest::collection::vec(0usize..7, 0..40)) {
         let mut status = NotificationStatus::New;
         let mut terminal_at: Option<NotificationStatus> = None;
         for e in events {
             let event = NotificationEvent::ALL[e];
             if let Ok(next) = status.on(event) {
-                prop_assert!(terminal_at.is_none(), "left terminal {:?}", terminal_at);
+                if event == NotificationEvent::Reopen {
+                    prop_assert_eq!(status, NotificationStatus::Failed);
+                    terminal_at = None;
+                } else {
+                    prop_assert!(terminal_at.is_none(), "left terminal {:?}", terminal_at);
+                }
                 status = next;
                 if status.is_terminal() {
                     terminal_at = Some(status);

@@ -1,8 +1,11 @@
 //! The dispatcher's persistence: claiming a notification for a run
-//! (compare-and-set, so exactly one replica runs it), taking over runs
-//! whose replica is gone, persisting a run's events in order and exactly
-//! once (by run id and sequence number), and resolving a finished run with
-//! the status rules, each in one transaction.
+//! (compare-and-set, so exactly one replica runs it, and one notification
+//! per host at a time: a report queues behind an unfinished one for its
+//! host), taking over runs whose replica is gone, persisting a run's events
+//! in order and exactly once (by run id and sequence number), resolving a
+//! finished run with the status rules, scheduling the release of locks an
+//! ended notification still holds, expiry, and an operator's retry, each
+//! in one transaction.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,22 +13,22 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait as _};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseTransaction,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 
 use super::entity::{host, notification, progress_event, vmove};
 use super::notifications::{to_notification, unfinished};
 use super::vmoves::{to_record, to_vmove};
-use super::{Error, Result, Store, now, parse_enum};
+use super::{Error, Result, Store, now, parse_enum, parse_uuid};
 use crate::domain::{
-    InstanceRef, Notification, NotificationId, ProgressEvent, RunClaim, SequencedEvent, VMove,
-    VMoveId, VMoveType,
+    InstanceRef, Notification, NotificationId, ProgressEvent, RunClaim, RunKind, SequencedEvent,
+    VMove, VMoveId, VMoveType,
 };
 use crate::status::ledger::{LedgerVMove, RunLedger, Step};
 use crate::status::{
-    NotificationEvent, NotificationStatus, Resolution, RunEnd, RunOutcome, VMoveEvent, VMoveRecord,
-    VMoveStatus, VMoveView, resolve_final_status,
+    NotificationEvent, NotificationStatus, Resolution, RetryBudget, RunEnd, RunOutcome, VMoveEvent,
+    VMoveRecord, VMoveStatus, VMoveView, resolve_run, with_locks_held,
 };
 
 /// Rows per INSERT, below every backend's parameter limit.
@@ -35,8 +38,16 @@ const INSERT_CHUNK: usize = 500;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Due {
     pub id: NotificationId,
-    pub status: NotificationStatus,
-    pub run_id: Option<String>,
+    pub work: DueWork,
+}
+
+/// What is due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DueWork {
+    /// A run to claim (a recovery, a reconcile, a release of locks).
+    Run,
+    /// Run `run_id` lost its replica: take it over and resolve it as lost.
+    TakeOver { run_id: String },
 }
 
 /// What persisting a batch of events changed.
@@ -55,6 +66,22 @@ pub struct Applied {
 pub struct Resolved {
     pub notification: Notification,
     pub vmoves: Vec<VMove>,
+    /// When the next run is due, if one follows.
+    pub next_run_at: Option<DateTime<Utc>>,
+    /// Locks this notification still holds (released as soon as Nova
+    /// answers).
+    pub locks_held: usize,
+}
+
+/// How runs are paced, from the dispatch settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunPolicy {
+    /// A claim holds this long without renewal.
+    pub lease: Duration,
+    /// Runs are retried within this from the first.
+    pub retry_window: Duration,
+    /// Runs per notification at most (a reconcile may go a few beyond).
+    pub max_attempts: u32,
 }
 
 async fn locked_notification(
@@ -69,19 +96,6 @@ async fn locked_notification(
         .ok_or_else(|| Error::not_found("notification", id))
 }
 
-/// The row, if it is running run `run_id`.
-fn check_run(row: &notification::Model, run_id: &str) -> Result<()> {
-    if status_of(row)? != NotificationStatus::Running || row.run_id.as_deref() != Some(run_id) {
-        return Err(Error::Stale(format!(
-            "notification {} is {} with run {}, not running run {run_id}",
-            row.uuid,
-            row.status,
-            row.run_id.as_deref().unwrap_or("none")
-        )));
-    }
-    Ok(())
-}
-
 fn status_of(row: &notification::Model) -> Result<NotificationStatus> {
     parse_enum(
         "notifications",
@@ -91,21 +105,52 @@ fn status_of(row: &notification::Model) -> Result<NotificationStatus> {
     )
 }
 
+fn kind_of(row: &notification::Model) -> Result<Option<RunKind>> {
+    row.run_kind
+        .as_deref()
+        .map(|kind| parse_enum("notifications", "run_kind", kind, RunKind::parse))
+        .transpose()
+}
+
+/// The row, if it is running run `run_id` (a release-locks run runs on a
+/// notification that has ended).
+fn check_run(row: &notification::Model, run_id: &str) -> Result<RunKind> {
+    let status = status_of(row)?;
+    let kind = kind_of(row)?.unwrap_or(RunKind::Recover);
+    let running = match kind {
+        RunKind::ReleaseLocks => status.is_terminal(),
+        RunKind::Recover | RunKind::Reconcile => status == NotificationStatus::Running,
+    };
+    if !running || row.run_id.as_deref() != Some(run_id) {
+        return Err(Error::Stale(format!(
+            "notification {} is {} with run {}, not running run {run_id}",
+            row.uuid,
+            row.status,
+            row.run_id.as_deref().unwrap_or("none")
+        )));
+    }
+    Ok(kind)
+}
+
 fn plus(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
     at + chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX / 2)
 }
 
-/// Writes a vmove's record (and its step, when one is given).
+/// Writes a vmove's state as the ledger (or the resolution) decided it.
 async fn save_vmove(
     txn: &DatabaseTransaction,
     row: &vmove::Model,
     record: &VMoveRecord,
     step: Option<&Step>,
+    lock_held: Option<bool>,
 ) -> Result<vmove::Model> {
     let mut active: vmove::ActiveModel = row.clone().into();
     set_record(&mut active, record);
     if let Some(step) = step {
         set_step(&mut active, step);
+    }
+    if let Some(held) = lock_held {
+        active.lock_held = Set(held);
     }
     active.updated_at = Set(now());
     Ok(active.update(txn).await?)
@@ -118,6 +163,7 @@ fn set_record(active: &mut vmove::ActiveModel, record: &VMoveRecord) {
     active.message = Set(record.message().map(str::to_owned));
     active.dest_host = Set(record.dest_host().map(str::to_owned));
     active.attempts = Set(record.attempts() as i32);
+    active.retryable = Set(record.retryable());
 }
 
 fn set_step(active: &mut vmove::ActiveModel, step: &Step) {
@@ -137,25 +183,107 @@ fn ledger_vmove(row: &vmove::Model) -> Result<LedgerVMove> {
             message: row.step_message.clone(),
             at: row.step_time,
         }),
+        lock_held: row.lock_held,
     })
 }
 
+/// An older notification of the same host that has not ended: a report
+/// queues behind it (one recovery per host at a time).
+async fn queued_behind<C: ConnectionTrait>(
+    conn: &C,
+    row: &notification::Model,
+) -> Result<Option<notification::Model>> {
+    Ok(notification::Entity::find()
+        .filter(notification::Column::SourceHostUuid.eq(row.source_host_uuid.as_str()))
+        .filter(notification::Column::Id.lt(row.id))
+        .filter(notification::Column::Status.is_in(unfinished()))
+        .order_by_asc(notification::Column::Id)
+        .one(conn)
+        .await?)
+}
+
+/// The instances a run of `kind` is about.
+async fn run_vmoves<C: ConnectionTrait>(
+    conn: &C,
+    id: NotificationId,
+    kind: RunKind,
+) -> Result<Vec<vmove::Model>> {
+    let query = vmove::Entity::find()
+        .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
+        .order_by_asc(vmove::Column::Id);
+    let query = match kind {
+        // A retry recovers what went back to pending (a first run plans).
+        RunKind::Recover => query.filter(vmove::Column::Status.eq(VMoveStatus::Pending.as_str())),
+        // A reconcile reads what has no result or failed.
+        RunKind::Reconcile => query.filter(vmove::Column::Status.is_in([
+            VMoveStatus::Pending.as_str(),
+            VMoveStatus::Ongoing.as_str(),
+            VMoveStatus::Failed.as_str(),
+        ])),
+        RunKind::ReleaseLocks => query.filter(vmove::Column::LockHeld.eq(true)),
+    };
+    Ok(query.all(conn).await?)
+}
+
+/// The names of the instances whose lock this notification holds.
+async fn held_locks<C: ConnectionTrait>(conn: &C, id: NotificationId) -> Result<Vec<String>> {
+    Ok(run_vmoves(conn, id, RunKind::ReleaseLocks)
+        .await?
+        .into_iter()
+        .map(|v| v.instance_name)
+        .collect())
+}
+
 impl Store {
-    /// Claims a `new` or due `error` notification for a new run: one
-    /// compare-and-set on its status, so of two replicas exactly one wins.
-    /// `None` if it is not claimable (any more).
+    /// Claims a notification for a run: a `new` one, or an `error` one
+    /// whose next run is due, if no older notification of its host is
+    /// unfinished (it then waits, its message saying behind which); or an
+    /// ended one whose leftover locks are due for release. One
+    /// compare-and-set, so of two replicas exactly one wins. `None` if it is
+    /// not claimable (any more).
     pub async fn claim(
         &self,
         id: NotificationId,
         replica: &str,
-        lease: Duration,
+        policy: RunPolicy,
     ) -> Result<Option<(Notification, RunClaim)>> {
-        let current = self.notification(id).await?;
-        let Ok(to) = current.status().on(NotificationEvent::Start) else {
-            return Ok(None);
-        };
+        let row = notification::Entity::find()
+            .filter(notification::Column::Uuid.eq(id.to_string()))
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| Error::not_found("notification", id))?;
+        let status = status_of(&row)?;
         let at = now();
         let run_id = uuid::Uuid::new_v4().to_string();
+        if status.is_terminal() {
+            return self.claim_lock_release(row, replica, policy, run_id).await;
+        }
+        let Ok(to) = status.on(NotificationEvent::Start) else {
+            return Ok(None);
+        };
+        if row.next_attempt_at.is_some_and(|due| due > at) {
+            return Ok(None);
+        }
+        if let Some(earlier) = queued_behind(&self.db, &row).await? {
+            let message = format!(
+                "queued behind notification {} for host {}, which is {}; it runs when that one ends",
+                earlier.uuid, row.hostname, earlier.status
+            );
+            if row.message.as_deref() != Some(message.as_str()) {
+                notification::Entity::update_many()
+                    .col_expr(notification::Column::Message, Expr::value(message))
+                    .filter(notification::Column::Uuid.eq(row.uuid.as_str()))
+                    .filter(notification::Column::Status.eq(row.status.as_str()))
+                    .exec(&self.db)
+                    .await?;
+            }
+            return Ok(None);
+        }
+        let kind = kind_of(&row)?.unwrap_or(RunKind::Recover);
+        // The retry window starts with the first run.
+        let retry_until = row
+            .retry_until
+            .unwrap_or_else(|| plus(at, policy.retry_window));
         let changed = notification::Entity::update_many()
             .col_expr(notification::Column::Status, Expr::value(to.as_str()))
             .col_expr(
@@ -163,23 +291,21 @@ impl Store {
                 Expr::col(notification::Column::Attempts).add(1),
             )
             .col_expr(notification::Column::RunId, Expr::value(run_id.clone()))
+            .col_expr(notification::Column::RunKind, Expr::value(kind.as_str()))
             .col_expr(notification::Column::RunSequence, Expr::value(0i64))
             .col_expr(notification::Column::ClaimedBy, Expr::value(replica))
             .col_expr(
                 notification::Column::LeaseUntil,
-                Expr::value(plus(at, lease)),
+                Expr::value(plus(at, policy.lease)),
             )
             .col_expr(
                 notification::Column::NextAttemptAt,
                 Expr::value(Option::<DateTime<Utc>>::None),
             )
-            .col_expr(
-                notification::Column::Message,
-                Expr::value(Option::<String>::None),
-            )
+            .col_expr(notification::Column::RetryUntil, Expr::value(retry_until))
             .col_expr(notification::Column::UpdatedAt, Expr::value(at))
             .filter(notification::Column::Uuid.eq(id.to_string()))
-            .filter(notification::Column::Status.eq(current.status().as_str()))
+            .filter(notification::Column::Status.eq(row.status.as_str()))
             .filter(
                 notification::Column::NextAttemptAt
                     .is_null()
@@ -191,18 +317,81 @@ impl Store {
         if changed == 0 {
             return Ok(None);
         }
+        self.claimed(id, run_id, kind).await.map(Some)
+    }
+
+    /// Claims the release of an ended notification's leftover locks, when
+    /// due and no other release is in progress (or its lease expired).
+    async fn claim_lock_release(
+        &self,
+        row: notification::Model,
+        replica: &str,
+        policy: RunPolicy,
+        run_id: String,
+    ) -> Result<Option<(Notification, RunClaim)>> {
+        let at = now();
+        let lapsed = row.lease_until.is_none_or(|until| until < at);
+        // Due, or an earlier release whose replica is gone.
+        let due =
+            row.lock_release_at.is_some_and(|due| due <= at) || (row.run_id.is_some() && lapsed);
+        let free = row.run_id.is_none() || lapsed;
+        if !due || !free {
+            return Ok(None);
+        }
+        let same_run = match &row.run_id {
+            Some(old) => notification::Column::RunId.eq(old.as_str()),
+            None => notification::Column::RunId.is_null(),
+        };
+        let changed = notification::Entity::update_many()
+            .col_expr(notification::Column::RunId, Expr::value(run_id.clone()))
+            .col_expr(
+                notification::Column::RunKind,
+                Expr::value(RunKind::ReleaseLocks.as_str()),
+            )
+            .col_expr(notification::Column::RunSequence, Expr::value(0i64))
+            .col_expr(notification::Column::ClaimedBy, Expr::value(replica))
+            .col_expr(
+                notification::Column::LeaseUntil,
+                Expr::value(plus(at, policy.lease)),
+            )
+            .col_expr(
+                notification::Column::LockReleaseAt,
+                Expr::value(Option::<DateTime<Utc>>::None),
+            )
+            .filter(notification::Column::Uuid.eq(row.uuid.as_str()))
+            .filter(notification::Column::Status.eq(row.status.as_str()))
+            .filter(same_run)
+            .exec(&self.db)
+            .await?
+            .rows_affected;
+        if changed == 0 {
+            return Ok(None);
+        }
+        let id = parse_uuid("notifications", "uuid", &row.uuid)?;
+        self.claimed(id, run_id, RunKind::ReleaseLocks)
+            .await
+            .map(Some)
+    }
+
+    async fn claimed(
+        &self,
+        id: NotificationId,
+        run_id: String,
+        kind: RunKind,
+    ) -> Result<(Notification, RunClaim)> {
         let row = notification::Entity::find()
             .filter(notification::Column::Uuid.eq(id.to_string()))
             .one(&self.db)
             .await?
             .ok_or_else(|| Error::not_found("notification", id))?;
-        let claimed = RunClaim {
+        let claim = RunClaim {
             notification_id: id,
             run_id,
-            attempt: u32::try_from(row.attempts).unwrap_or(1),
+            kind,
+            attempt: Ord::max(u32::try_from(row.attempts).unwrap_or(1), 1),
             trace_context: row.trace_context.clone(),
         };
-        Ok(Some((to_notification(row)?, claimed)))
+        Ok((to_notification(row)?, claim))
     }
 
     /// Takes over a `running` notification whose run is lost: its lease
@@ -237,7 +426,8 @@ impl Store {
         Ok(changed == 1)
     }
 
-    /// Extends the lease of a run this replica is running.
+    /// Extends the lease of a run this replica is running; false if the
+    /// run is no longer the notification's.
     pub async fn renew_lease(
         &self,
         id: NotificationId,
@@ -250,7 +440,6 @@ impl Store {
                 Expr::value(plus(now(), lease)),
             )
             .filter(notification::Column::Uuid.eq(id.to_string()))
-            .filter(notification::Column::Status.eq(NotificationStatus::Running.as_str()))
             .filter(notification::Column::RunId.eq(run_id))
             .exec(&self.db)
             .await?
@@ -258,13 +447,14 @@ impl Store {
         Ok(changed == 1)
     }
 
-    /// The instances of a notification still without a result.
-    pub async fn unresolved_vmoves(&self, id: NotificationId) -> Result<Vec<InstanceRef>> {
-        Ok(vmove::Entity::find()
-            .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
-            .filter(vmove::Column::Status.is_in(VMoveStatus::UNRESOLVED.map(VMoveStatus::as_str)))
-            .order_by_asc(vmove::Column::Id)
-            .all(&self.db)
+    /// The instances a run of `kind` of the notification is about (a first
+    /// recovery's is empty: it plans afresh).
+    pub async fn run_instances(
+        &self,
+        id: NotificationId,
+        kind: RunKind,
+    ) -> Result<Vec<InstanceRef>> {
+        Ok(run_vmoves(&self.db, id, kind)
             .await?
             .into_iter()
             .map(|row| InstanceRef {
@@ -289,7 +479,7 @@ impl Store {
     ) -> Result<Applied> {
         let txn = self.begin_write().await?;
         let row = locked_notification(&txn, id).await?;
-        check_run(&row, run_id)?;
+        let kind = check_run(&row, run_id)?;
         let sequence = u64::try_from(row.run_sequence).unwrap_or_default();
         let nid = id.to_string();
 
@@ -323,6 +513,9 @@ impl Store {
             u64::try_from(progress_sequence).unwrap_or_default(),
             known,
         );
+        if kind == RunKind::ReleaseLocks {
+            ledger = ledger.locks_only();
+        }
         let decided = ledger
             .apply_batch(events)
             .map_err(|rejected| Error::Rejected(rejected.0))?;
@@ -344,8 +537,7 @@ impl Store {
                     step: Set(None),
                     step_message: Set(None),
                     step_time: Set(None),
-                    lock_held: Set(false),
-                    retryable: Set(false),
+                    lock_held: Set(v.lock_held),
                     created_at: Set(at),
                     updated_at: Set(at),
                     ..Default::default()
@@ -376,7 +568,8 @@ impl Store {
             let (Some(row), Some(v)) = (rows.get(instance), ledger.vmove(instance)) else {
                 continue;
             };
-            changed.push(save_vmove(&txn, row, &v.record, v.step.as_ref()).await?);
+            changed
+                .push(save_vmove(&txn, row, &v.record, v.step.as_ref(), Some(v.lock_held)).await?);
         }
         let progress: Vec<progress_event::ActiveModel> = decided
             .progress
@@ -403,6 +596,12 @@ impl Store {
                 .filter(host::Column::Name.eq(change.hostname.as_str()));
             if let Some(flag) = change.on_maintenance {
                 update = update.col_expr(host::Column::OnMaintenance, Expr::value(flag));
+                // Who put the host on maintenance: a new report may retry
+                // after this notification fails.
+                update = update.col_expr(
+                    host::Column::MaintenanceBy,
+                    Expr::value(flag.then(|| nid.clone())),
+                );
             }
             if let Some(flag) = change.reserved {
                 update = update.col_expr(host::Column::Reserved, Expr::value(flag));
@@ -433,20 +632,45 @@ impl Store {
         })
     }
 
-    /// Ends run `run_id`: decides the notification's status from its vmoves
-    /// with the status rules, retries or fails the unresolved ones, and
-    /// saves it all in one transaction. A retry is due at `retry_at`.
+    /// Ends run `run_id`. A recovery or reconcile run is resolved with the
+    /// status rules: its vmoves retried, reconciled or failed, the
+    /// notification's status and message set, the next run (if any) due at
+    /// `retry_at` (a reconcile at once); an ended notification that still
+    /// holds locks gets their release scheduled at once. A release-locks
+    /// run changes no status: what it could not release is scheduled again
+    /// at `retry_at`. All in one transaction.
     pub async fn resolve_run(
         &self,
         id: NotificationId,
         run_id: &str,
         end: &RunEnd,
-        max_attempts: u32,
+        policy: RunPolicy,
         retry_at: DateTime<Utc>,
     ) -> Result<Resolved> {
         let txn = self.begin_write().await?;
         let row = locked_notification(&txn, id).await?;
-        check_run(&row, run_id)?;
+        let kind = check_run(&row, run_id)?;
+        let at = now();
+        if kind == RunKind::ReleaseLocks {
+            let held = held_locks(&txn, id).await?;
+            let message = with_locks_held(row.message.as_deref().unwrap_or_default(), &held);
+            let mut active: notification::ActiveModel = row.into();
+            active.message = Set(Some(message));
+            active.updated_at = Set(at);
+            active.run_id = Set(None);
+            active.run_kind = Set(None);
+            active.claimed_by = Set(None);
+            active.lease_until = Set(None);
+            active.lock_release_at = Set((!held.is_empty()).then_some(retry_at));
+            let saved = active.update(&txn).await?;
+            txn.commit().await?;
+            return Ok(Resolved {
+                notification: to_notification(saved)?,
+                vmoves: Vec::new(),
+                next_run_at: (!held.is_empty()).then_some(retry_at),
+                locks_held: held.len(),
+            });
+        }
         let attempt = Ord::max(u32::try_from(row.attempts).unwrap_or(1), 1);
         let rows = vmove::Entity::find()
             .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
@@ -463,10 +687,15 @@ impl Store {
                 instance: row.instance_name.as_str(),
                 status: record.status(),
                 message: record.message(),
+                retryable: record.retryable(),
             })
             .collect();
-        let resolution = resolve_final_status(end, &views, attempt, max_attempts);
-        let at = now();
+        let budget = RetryBudget {
+            attempt,
+            max_attempts: policy.max_attempts,
+            window_open: row.retry_until.is_none_or(|until| at < until),
+        };
+        let resolution = resolve_run(end, kind, &views, budget);
         let mut changed = Vec::new();
         let updates: Vec<(usize, VMoveEvent)> = match &resolution {
             Resolution::Retry { retry, .. } => {
@@ -481,11 +710,14 @@ impl Store {
                             at,
                             started: None,
                             message: message.clone(),
+                            retryable: false,
                         },
                     )
                 })
                 .collect(),
-            Resolution::Finished { .. } | Resolution::Ignored { .. } => Vec::new(),
+            Resolution::Reconcile { .. }
+            | Resolution::Finished { .. }
+            | Resolution::Ignored { .. } => Vec::new(),
         };
         for (i, event) in updates {
             let mut record = records[i].clone();
@@ -495,28 +727,52 @@ impl Store {
                 message: None,
                 at: Some(at),
             });
-            changed.push(save_vmove(&txn, &rows[i], &record, step.as_ref()).await?);
+            changed.push(save_vmove(&txn, &rows[i], &record, step.as_ref(), None).await?);
         }
         let to = status_of(&row)?.on(resolution.event())?;
-        let retrying = matches!(resolution, Resolution::Retry { .. });
+        let next_run = resolution.next_run();
+        let next_run_at = match next_run {
+            Some(RunKind::Reconcile) => Some(at),
+            Some(_) => Some(retry_at),
+            None => None,
+        };
+        let mut message = resolution.message().to_owned();
+        if let (Some(RunKind::Recover), Some(when)) = (next_run, next_run_at) {
+            message.push_str(&format!(
+                "; next try at {}",
+                when.format("%Y-%m-%dT%H:%M:%SZ")
+            ));
+        }
+        let held = if to.is_terminal() {
+            held_locks(&txn, id).await?
+        } else {
+            Vec::new()
+        };
+        let message = with_locks_held(&message, &held);
         let mut active: notification::ActiveModel = row.into();
         active.status = Set(to.as_str().to_owned());
-        active.message = Set(Some(resolution.message().to_owned()));
+        active.message = Set(Some(message));
+        active.run_id = Set(None);
+        active.run_kind = Set(next_run.map(|k| k.as_str().to_owned()));
         active.claimed_by = Set(None);
         active.lease_until = Set(None);
-        active.next_attempt_at = Set(retrying.then_some(retry_at));
+        active.next_attempt_at = Set(next_run_at);
+        active.lock_release_at = Set((!held.is_empty()).then_some(at));
         active.updated_at = Set(at);
         let saved = active.update(&txn).await?;
         txn.commit().await?;
         Ok(Resolved {
             notification: to_notification(saved)?,
             vmoves: changed.into_iter().map(to_vmove).collect::<Result<_>>()?,
+            next_run_at: next_run_at.or((!held.is_empty()).then_some(at)),
+            locks_held: held.len(),
         })
     }
 
     /// Gives a claimed run back because the engine could not be reached:
-    /// the notification goes to `error` without using up an attempt, due
-    /// again at `retry_at`.
+    /// a recovery's notification goes to `error` without using up an
+    /// attempt (its next run of the same kind due at `retry_at`); a
+    /// release of locks is due again at `retry_at`.
     pub async fn release_unreachable(
         &self,
         id: NotificationId,
@@ -526,64 +782,134 @@ impl Store {
     ) -> Result<Notification> {
         let txn = self.begin_write().await?;
         let row = locked_notification(&txn, id).await?;
-        check_run(&row, run_id)?;
-        let to = status_of(&row)?.on(NotificationEvent::Interrupt)?;
-        let attempts = Ord::max(row.attempts - 1, 0);
-        let mut active: notification::ActiveModel = row.into();
-        active.status = Set(to.as_str().to_owned());
-        active.attempts = Set(attempts);
-        active.message = Set(Some(message.to_owned()));
+        let kind = check_run(&row, run_id)?;
+        let mut active: notification::ActiveModel = row.clone().into();
+        active.run_id = Set(None);
         active.claimed_by = Set(None);
         active.lease_until = Set(None);
-        active.next_attempt_at = Set(Some(retry_at));
-        active.updated_at = Set(now());
+        if kind == RunKind::ReleaseLocks {
+            active.run_kind = Set(None);
+            active.lock_release_at = Set(Some(retry_at));
+        } else {
+            let to = status_of(&row)?.on(NotificationEvent::Interrupt)?;
+            active.status = Set(to.as_str().to_owned());
+            active.attempts = Set(Ord::max(row.attempts - 1, 0));
+            active.message = Set(Some(message.to_owned()));
+            active.next_attempt_at = Set(Some(retry_at));
+            active.updated_at = Set(now());
+        }
         let saved = active.update(&txn).await?;
         txn.commit().await?;
         to_notification(saved)
     }
 
-    /// Fails an unfinished notification that is too old to recover, and
-    /// its unresolved vmoves with it.
+    /// Ends an unfinished notification too old to recover, unless a run of
+    /// it is in progress (a run in progress is never expired). Its retry
+    /// window closes: if instances are without a result or failed, a
+    /// reconcile run reads their truth from Nova before the verdict;
+    /// otherwise it fails at once. `None` if nothing changed.
     pub async fn expire(&self, id: NotificationId, reason: &str) -> Result<Option<Resolved>> {
         let txn = self.begin_write().await?;
         let row = locked_notification(&txn, id).await?;
-        let Ok(to) = status_of(&row)?.on(NotificationEvent::Expire) else {
+        let status = status_of(&row)?;
+        if status == NotificationStatus::Running || status.on(NotificationEvent::Expire).is_err() {
             return Ok(None);
-        };
-        let at = now();
-        let mut changed = Vec::new();
-        for v in vmove::Entity::find()
-            .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
-            .filter(vmove::Column::Status.is_in(VMoveStatus::UNRESOLVED.map(VMoveStatus::as_str)))
-            .all(&txn)
-            .await?
-        {
-            let mut record = to_record(&v)?;
-            record.apply(VMoveEvent::Fail {
-                at,
-                started: None,
-                message: reason.to_owned(),
-            })?;
-            changed.push(save_vmove(&txn, &v, &record, None).await?);
         }
+        let at = now();
+        if row.retry_until.is_some_and(|until| until <= at)
+            && kind_of(&row)? == Some(RunKind::Reconcile)
+        {
+            // Already waiting for its last look at Nova.
+            return Ok(None);
+        }
+        let open = run_vmoves(&txn, id, RunKind::Reconcile).await?;
+        if !open.is_empty() {
+            let mut active: notification::ActiveModel = row.into();
+            active.run_kind = Set(Some(RunKind::Reconcile.as_str().to_owned()));
+            active.retry_until = Set(Some(at));
+            active.next_attempt_at = Set(Some(at));
+            active.message = Set(Some(format!(
+                "{reason}; reading what nova says of {} instance(s) before the verdict",
+                open.len()
+            )));
+            active.updated_at = Set(at);
+            let saved = active.update(&txn).await?;
+            txn.commit().await?;
+            return Ok(Some(Resolved {
+                notification: to_notification(saved)?,
+                vmoves: Vec::new(),
+                next_run_at: Some(at),
+                locks_held: 0,
+            }));
+        }
+        let to = status.on(NotificationEvent::Expire)?;
+        let held = held_locks(&txn, id).await?;
         let mut active: notification::ActiveModel = row.into();
         active.status = Set(to.as_str().to_owned());
         active.message = Set(Some(reason.to_owned()));
+        active.run_kind = Set(None);
         active.claimed_by = Set(None);
         active.lease_until = Set(None);
         active.next_attempt_at = Set(None);
+        active.lock_release_at = Set((!held.is_empty()).then_some(at));
         active.updated_at = Set(at);
         let saved = active.update(&txn).await?;
         txn.commit().await?;
         Ok(Some(Resolved {
             notification: to_notification(saved)?,
-            vmoves: changed.into_iter().map(to_vmove).collect::<Result<_>>()?,
+            vmoves: Vec::new(),
+            next_run_at: (!held.is_empty()).then_some(at),
+            locks_held: held.len(),
         }))
     }
 
-    /// Notifications with work for this replica: new ones, errors due for a
-    /// retry, and running ones whose run is lost (lease expired, or this
-    /// replica's from before a restart). Oldest first.
+    /// An operator's retry of a `failed` notification: it goes back to
+    /// `error`, due at once with a new retry window, and its failed vmoves
+    /// back to pending.
+    pub async fn reopen(&self, id: NotificationId) -> Result<Resolved> {
+        let txn = self.begin_write().await?;
+        let row = locked_notification(&txn, id).await?;
+        let to = status_of(&row)?.on(NotificationEvent::Reopen)?;
+        let at = now();
+        let mut changed = Vec::new();
+        for v in vmove::Entity::find()
+            .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
+            .filter(vmove::Column::Status.eq(VMoveStatus::Failed.as_str()))
+            .all(&txn)
+            .await?
+        {
+            let mut record = to_record(&v)?;
+            record.apply(VMoveEvent::Reopen)?;
+            let step = Step {
+                name: "queued for retry".to_owned(),
+                message: Some("retry requested by an operator".to_owned()),
+                at: Some(at),
+            };
+            changed.push(save_vmove(&txn, &v, &record, Some(&step), None).await?);
+        }
+        let mut active: notification::ActiveModel = row.into();
+        active.status = Set(to.as_str().to_owned());
+        active.message = Set(Some(
+            "retry requested by an operator; the recovery runs again".to_owned(),
+        ));
+        active.run_kind = Set(Some(RunKind::Recover.as_str().to_owned()));
+        active.retry_until = Set(None);
+        active.next_attempt_at = Set(Some(at));
+        active.updated_at = Set(at);
+        let saved = active.update(&txn).await?;
+        txn.commit().await?;
+        Ok(Resolved {
+            notification: to_notification(saved)?,
+            vmoves: changed.into_iter().map(to_vmove).collect::<Result<_>>()?,
+            next_run_at: Some(at),
+            locks_held: 0,
+        })
+    }
+
+    /// Notifications with work for this replica: new ones, errors due for
+    /// their next run, running ones whose run is lost (lease expired, or
+    /// this replica's from before a restart), and ended ones whose
+    /// leftover locks are due for release. Oldest first.
     pub async fn due(&self, replica: &str, limit: u64) -> Result<Vec<Due>> {
         let at = now();
         let rows = notification::Entity::find()
@@ -604,7 +930,12 @@ impl Store {
                                 .eq(replica)
                                 .or(notification::Column::LeaseUntil.lt(at))
                                 .or(notification::Column::LeaseUntil.is_null()),
-                        )),
+                        ))
+                    .or(notification::Column::LockReleaseAt.lte(at))
+                    .or(notification::Column::Status
+                        .is_not_in(unfinished())
+                        .and(notification::Column::RunId.is_not_null())
+                        .and(notification::Column::LeaseUntil.lt(at))),
             )
             .order_by_asc(notification::Column::Id)
             .limit(limit)
@@ -612,31 +943,46 @@ impl Store {
             .await?;
         rows.into_iter()
             .map(|row| {
-                Ok(Due {
-                    id: super::parse_uuid("notifications", "uuid", &row.uuid)?,
-                    status: super::parse_enum(
-                        "notifications",
-                        "status",
-                        &row.status,
-                        NotificationStatus::parse,
-                    )?,
-                    run_id: row.run_id,
-                })
+                let id = parse_uuid("notifications", "uuid", &row.uuid)?;
+                let work = match (status_of(&row)?, row.run_id) {
+                    (NotificationStatus::Running, Some(run_id)) => DueWork::TakeOver { run_id },
+                    _ => DueWork::Run,
+                };
+                Ok(Due { id, work })
             })
             .collect()
     }
 
-    /// Unfinished notifications generated before `before`.
+    /// Unfinished notifications generated before `before`, not running.
     pub async fn expired(&self, before: DateTime<Utc>, limit: u64) -> Result<Vec<NotificationId>> {
         notification::Entity::find()
             .filter(notification::Column::Status.is_in(unfinished()))
+            .filter(notification::Column::Status.ne(NotificationStatus::Running.as_str()))
             .filter(notification::Column::GeneratedTime.lt(before))
             .order_by_asc(notification::Column::Id)
             .limit(limit)
             .all(&self.db)
             .await?
             .iter()
-            .map(|row| super::parse_uuid("notifications", "uuid", &row.uuid))
+            .map(|row| parse_uuid("notifications", "uuid", &row.uuid))
             .collect()
+    }
+
+    /// Locks held by ended notifications, for the metrics.
+    pub async fn locks_left(&self) -> Result<u64> {
+        use sea_orm::PaginatorTrait as _;
+        Ok(vmove::Entity::find()
+            .filter(vmove::Column::LockHeld.eq(true))
+            .filter(
+                vmove::Column::NotificationUuid.in_subquery(
+                    sea_orm::sea_query::Query::select()
+                        .column(notification::Column::Uuid)
+                        .from(notification::Entity)
+                        .and_where(notification::Column::Status.is_not_in(unfinished()))
+                        .to_owned(),
+                ),
+            )
+            .count(&self.db)
+            .await?)
     }
 }

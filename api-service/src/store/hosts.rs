@@ -21,6 +21,11 @@ pub(super) fn to_host(row: host::Model) -> Result<Host> {
         control_attributes: row.control_attributes,
         reserved: row.reserved,
         on_maintenance: row.on_maintenance,
+        maintenance_by: row
+            .maintenance_by
+            .as_deref()
+            .map(|id| super::parse_uuid("hosts", "maintenance_by", id))
+            .transpose()?,
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
@@ -72,6 +77,7 @@ impl Store {
             control_attributes: Set(new.control_attributes.clone()),
             reserved: Set(new.reserved),
             on_maintenance: Set(new.on_maintenance),
+            maintenance_by: Set(None),
             created_at: Set(at),
             updated_at: Set(at),
             ..Default::default()
@@ -215,6 +221,8 @@ fn apply_host_update(row: host::Model, update: &HostUpdate) -> host::ActiveModel
     }
     if let Some(on_maintenance) = update.on_maintenance {
         active.on_maintenance = Set(on_maintenance);
+        // An operator's flag: no recovery's any more.
+        active.maintenance_by = Set(None);
     }
     active.updated_at = Set(now());
     active

@@ -23,7 +23,7 @@ use sea_orm::{
     DbBackend, DbErr, IsolationLevel, SqlErr, TransactionOptions, TransactionTrait,
 };
 
-pub use dispatch::{Applied, Due, Resolved};
+pub use dispatch::{Applied, Due, DueWork, Resolved, RunPolicy};
 pub use notifications::{Intake, IntakeContext, Unfinished};
 
 /// Errors of the store, classified here: no database driver type leaves

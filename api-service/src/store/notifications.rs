@@ -113,8 +113,13 @@ pub struct IntakeContext<'a> {
     /// The host's segment.
     pub segment: Option<Segment>,
     /// Earlier reports of the same type for the same host, with the same
-    /// payload, generated within `window` of this one (either side).
+    /// payload, generated within `window` of this one (either side), that
+    /// have not failed (a new report is how a monitor retries a failed
+    /// recovery).
     pub duplicates: Vec<Notification>,
+    /// The host is on maintenance because of a recovery that then failed:
+    /// the maintenance is that recovery's, not an operator's.
+    pub maintenance_by_failed_recovery: bool,
 }
 
 /// What the intake transaction did with one report of a batch.
@@ -149,6 +154,7 @@ fn is_duplicate(
     window: chrono::Duration,
 ) -> bool {
     candidate.source_host_uuid == host_uuid
+        && candidate.status != NotificationStatus::Failed.as_str()
         && candidate.r#type == new.notification_type.as_str()
         && candidate.payload == payload
         && (candidate.generated_time - new.generated_time).abs() <= window
@@ -210,6 +216,25 @@ impl Store {
         {
             hosts.insert(row.name.clone(), to_host(row)?);
         }
+
+        // Hosts a failed recovery left on maintenance.
+        let maintainers: Vec<String> = hosts
+            .values()
+            .filter(|h| h.on_maintenance)
+            .filter_map(|h| h.maintenance_by.map(|id| id.to_string()))
+            .collect();
+        let failed_maintainers: std::collections::HashSet<String> = if maintainers.is_empty() {
+            std::collections::HashSet::new()
+        } else {
+            notification::Entity::find()
+                .filter(notification::Column::Uuid.is_in(maintainers))
+                .filter(notification::Column::Status.eq(NotificationStatus::Failed.as_str()))
+                .all(&txn)
+                .await?
+                .into_iter()
+                .map(|row| row.uuid)
+                .collect()
+        };
 
         // After the locks: a report sent twice at once with one key takes
         // the same host lock, so the second batch reads the first's row
@@ -322,11 +347,16 @@ impl Store {
                         .collect::<Result<Vec<_>>>()?
                 }
             };
+            let maintenance_by_failed_recovery = host.as_ref().is_some_and(|h| {
+                h.maintenance_by
+                    .is_some_and(|by| failed_maintainers.contains(&by.to_string()))
+            });
             let context = IntakeContext {
                 new,
                 host: host.clone(),
                 segment: segment.clone(),
                 duplicates,
+                maintenance_by_failed_recovery,
             };
             let verdict = match decide(i, context) {
                 Ok(verdict) => verdict,

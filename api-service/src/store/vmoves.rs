@@ -16,6 +16,7 @@ pub(super) fn to_record(row: &vmove::Model) -> Result<VMoveRecord> {
         row.message.clone(),
         row.dest_host.clone(),
         u32::try_from(row.attempts).unwrap_or_default(),
+        row.retryable,
     ))
 }
 
@@ -31,6 +32,9 @@ pub(super) fn to_vmove(row: vmove::Model) -> Result<VMove> {
         instance_name: row.instance_name,
         source_host: row.source_host,
         step: row.step,
+        step_message: row.step_message,
+        step_time: row.step_time,
+        locked: row.lock_held,
         created_at: row.created_at,
         updated_at: row.updated_at,
     })

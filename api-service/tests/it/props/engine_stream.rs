@@ -30,11 +30,12 @@ use std::time::Duration;
 use chrono::Utc;
 use instanceha_api::domain::{
     InstanceResult, NewNotification, NotificationId, NotificationType, PlannedInstance,
-    ProgressState, RunEvent, SequencedEvent, VMoveType,
+    ProgressState, RunEvent, RunKind, SequencedEvent, VMoveType,
 };
 use instanceha_api::status::IntakeVerdict;
 use instanceha_api::status::{
-    NotificationStatus, RunEnd, RunOutcome, VMoveStatus, VMoveView, resolve_final_status,
+    NotificationStatus, Resolution, RetryBudget, RunEnd, RunOutcome, VMoveStatus, VMoveView,
+    resolve_run,
 };
 use instanceha_api::store::{self, Intake, Store};
 use instanceha_proto::engine::v1 as epb;
@@ -150,19 +151,26 @@ impl Model {
         Ok(done)
     }
 
-    /// The notification status the status rules give this run's end.
-    fn resolution(&self, end: &RunEnd, max_attempts: u32) -> NotificationStatus {
-        let views: Vec<VMoveView<'_, &str>> = self
+    /// The resolution the status rules give this run's end (the first and
+    /// only run of its notification).
+    fn resolution(&self, end: &RunEnd, max_attempts: u32) -> Resolution<String> {
+        let views: Vec<VMoveView<'_, String>> = self
             .vmoves
             .iter()
             .map(|(i, status)| VMoveView {
-                id: i.as_str(),
+                id: i.clone(),
                 instance: i.as_str(),
                 status: *status,
                 message: None,
+                retryable: false,
             })
             .collect();
-        resolve_final_status(end, &views, 1, max_attempts).status()
+        let budget = RetryBudget {
+            attempt: 1,
+            max_attempts,
+            window_open: true,
+        };
+        resolve_run(end, RunKind::Recover, &views, budget)
     }
 }
 
@@ -307,10 +315,12 @@ fn domain(sequence: u64, event: &Ev) -> SequencedEvent {
             result: match outcome {
                 Outcome::Succeeded => InstanceResult::Succeeded {
                     dest_host: Some("compute-09".to_owned()),
+                    note: None,
                 },
                 // An engine that gives no reason still leaves one behind.
                 Outcome::Failed => InstanceResult::Failed {
                     message: String::new(),
+                    retryable: false,
                 },
                 Outcome::Ignored => InstanceResult::Ignored {
                     message: "no need".to_owned(),
@@ -336,11 +346,11 @@ fn domain(sequence: u64, event: &Ev) -> SequencedEvent {
     SequencedEvent { sequence, event }
 }
 
-/// A new notification for `compute-01`, claimed for a run.
-async fn claimed(store: &Store) -> (NotificationId, String) {
+/// A new notification for `hostname`, claimed for a run.
+async fn claimed(store: &Store, hostname: &str) -> (NotificationId, String) {
     let new = NewNotification {
         notification_type: NotificationType::ComputeHost,
-        hostname: "compute-01".to_owned(),
+        hostname: hostname.to_owned(),
         generated_time: store::now(),
         payload: BTreeMap::from([("event".to_owned(), "STOPPED".to_owned())]),
         idempotency_key: None,
@@ -355,8 +365,21 @@ async fn claimed(store: &Store) -> (NotificationId, String) {
     let Some(Intake::Created(n)) = stored.into_iter().next() else {
         panic!("the notification was not created");
     };
-    let (_, run) = store.claim(n.id, "props", LEASE).await.unwrap().unwrap();
+    let (_, run) = store
+        .claim(n.id, "props", policy(1))
+        .await
+        .unwrap()
+        .unwrap();
     (n.id, run.run_id)
+}
+
+/// A long lease, `max_attempts` runs, a retry window that stays open.
+fn policy(max_attempts: u32) -> store::RunPolicy {
+    store::RunPolicy {
+        lease: LEASE,
+        retry_window: Duration::from_secs(3600),
+        max_attempts,
+    }
 }
 
 /// The invariants of a resolved notification, as clients read them.
@@ -434,8 +457,8 @@ async fn spare_flags(store: &Store) -> (bool, bool) {
 }
 
 /// The fixture both properties share: `compute-01` and `spare-01` in a
-/// segment.
-async fn hosts(app: &mut TestApp) {
+/// segment, whose id it returns.
+async fn hosts(app: &mut TestApp) -> String {
     let segment = app
         .segments
         .create_segment(segment_request("rack-a"))
@@ -448,6 +471,7 @@ async fn hosts(app: &mut TestApp) {
             .await
             .unwrap();
     }
+    segment.id
 }
 
 #[test]
@@ -472,9 +496,13 @@ fn check_store(backend: Backend, cases: u32) {
     else {
         return;
     };
-    rt.block_on(hosts(&mut app));
+    let segment = rt.block_on(hosts(&mut app));
     let db = rt.block_on(RawDb::open(&url));
     let store = app.api.store().clone();
+    // Each case reports its own host: a run left unfinished would queue the
+    // next report about the same host behind it.
+    let host_client = app.hosts.clone();
+    let cases_run = std::sync::atomic::AtomicUsize::new(0);
     let strategy = (
         stream(),
         prop::collection::vec((1..4usize, any::<bool>()), 1..12),
@@ -482,7 +510,14 @@ fn check_store(backend: Backend, cases: u32) {
     );
     let result = runner(cases).run(&strategy, |(numbered, batches, max_attempts)| {
         rt.block_on(async {
-            let (id, run_id) = claimed(&store).await;
+            let case = cases_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let source = format!("failed-{case:04}");
+            host_client
+                .clone()
+                .create_host(host_request(&segment, &source))
+                .await
+                .map_err(|e| TestCaseError::fail(format!("create {source}: {e}")))?;
+            let (id, run_id) = claimed(&store, &source).await;
             let mut model = Model {
                 spare: spare_flags(&store).await,
                 ..Model::default()
@@ -548,9 +583,9 @@ fn check_store(backend: Backend, cases: u32) {
                     reason: "the stream ended".to_owned(),
                 },
             };
-            let expected = model.resolution(&end, max_attempts);
+            let expected = model.resolution(&end, max_attempts).status();
             store
-                .resolve_run(id, &run_id, &end, max_attempts, Utc::now())
+                .resolve_run(id, &run_id, &end, policy(max_attempts), Utc::now())
                 .await
                 .map_err(|e| TestCaseError::fail(format!("resolve: {e}")))?;
             let status = check_invariants(&store, id).await.map_err(TestCaseError::fail)?;
@@ -699,6 +734,7 @@ fn message(run_id: &str, sequence: u64, event: &Ev, wire: Wire) -> epb::RunEvent
             dest_host: long("compute-09"),
             start_time: Some(crate::helpers::now()),
             end_time: time,
+            retryable: false,
             message: text("it went wrong"),
         }),
         Ev::Progress(instance) => Body::Progress(epb::Progress {
@@ -784,12 +820,10 @@ impl epb::engine_server::Engine for ScriptedEngine {
         request: Request<Streaming<epb::RecoverRequest>>,
     ) -> Result<Response<Self::RecoverStream>, Status> {
         let mut inbound = request.into_inner();
-        let script = self
-            .next
-            .lock()
-            .unwrap()
-            .take()
-            .ok_or_else(|| Status::unavailable("no script"))?;
+        let script = self.next.lock().unwrap().take();
+        let Some(script) = script else {
+            return reconcile_not_recovered(inbound).await;
+        };
         let (tx, rx) = mpsc::channel(4);
         let db = self.db.clone();
         tokio::spawn(async move {
@@ -870,18 +904,70 @@ fn lost(reason: &str) -> RunEnd {
 }
 
 /// Waits for the notification to leave `new` and `running`.
+/// A reconcile run the scripted engine was not given a script for: Nova
+/// shows none of its instances recovered.
+async fn reconcile_not_recovered(
+    mut inbound: Streaming<epb::RecoverRequest>,
+) -> Result<Response<ReceiverStream<Result<epb::RunEvent, Status>>>, Status> {
+    let start = match inbound.message().await {
+        Ok(Some(epb::RecoverRequest {
+            body: Some(epb::recover_request::Body::StartRun(start)),
+        })) if start.kind == epb::RunKind::Reconcile as i32 => start,
+        _ => return Err(Status::unavailable("no script")),
+    };
+    let (tx, rx) = mpsc::channel(1024);
+    let time = Some(crate::helpers::now());
+    let mut sequence = 0;
+    let mut events = Vec::new();
+    for instance in &start.instances {
+        sequence += 1;
+        events.push(epb::RunEvent {
+            sequence,
+            run_id: start.run_id.clone(),
+            body: Some(epb::run_event::Body::InstanceReconciled(
+                epb::InstanceReconciled {
+                    instance_id: instance.instance_id.clone(),
+                    result: epb::InstanceResult::Failed as i32,
+                    dest_host: String::new(),
+                    message: "nova shows it still on the failed host".to_owned(),
+                    retryable: false,
+                    time,
+                },
+            )),
+        });
+    }
+    events.push(epb::RunEvent {
+        sequence: sequence + 1,
+        run_id: start.run_id.clone(),
+        body: Some(epb::run_event::Body::Done(epb::Done {
+            outcome: epb::RunOutcome::Completed as i32,
+            message: String::new(),
+            retryable: false,
+        })),
+    });
+    tokio::spawn(async move {
+        for event in events {
+            if tx.send(Ok(event)).await.is_err() {
+                return;
+            }
+        }
+        // Acknowledgements until the API closes its side.
+        while let Ok(Some(_)) = inbound.message().await {}
+    });
+    Ok(Response::new(ReceiverStream::new(rx)))
+}
+
+/// Waits for the notification's final status (after a reconcile run, if
+/// its first run's end calls for one).
 async fn settled(store: &Store, id: NotificationId) -> NotificationStatus {
-    for _ in 0..2000 {
+    for _ in 0..4000 {
         let status = store.notification(id).await.unwrap().status();
-        if !matches!(
-            status,
-            NotificationStatus::New | NotificationStatus::Running
-        ) {
+        if status.is_terminal() {
             return status;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    panic!("notification {id} still unresolved after 10 s");
+    panic!("notification {id} still unresolved after 20 s");
 }
 
 #[test]
@@ -957,7 +1043,20 @@ fn dispatcher_persists_or_refuses_what_a_bad_engine_sends() {
                 protocol_error,
                 "cancelled for a protocol error"
             );
-            prop_assert_eq!(status, model.resolution(&end, 1), "end {:?}", end);
+            // Without a retry (one attempt), instances without a result
+            // are reconciled with Nova (which, here, shows them not
+            // recovered) before the notification fails.
+            let resolution = model.resolution(&end, 1);
+            let reconciled: Vec<String> = match &resolution {
+                Resolution::Reconcile { instances, .. } => instances.clone(),
+                _ => Vec::new(),
+            };
+            let expected_status = if reconciled.is_empty() {
+                resolution.status()
+            } else {
+                NotificationStatus::Failed
+            };
+            prop_assert_eq!(status, expected_status, "end {:?}", end);
             let message = store
                 .notification(id)
                 .await
@@ -966,12 +1065,16 @@ fn dispatcher_persists_or_refuses_what_a_bad_engine_sends() {
                 .unwrap_or_default();
             let unresolved =
                 model.vmoves.is_empty() || model.vmoves.values().any(|s| !s.is_resolved());
-            if protocol_error && unresolved {
+            if protocol_error && unresolved && reconciled.is_empty() {
                 prop_assert!(message.contains("protocol error"), "{message:?}");
             }
             let persisted = vmove_statuses(&store, id).await;
-            // The failed resolution fails what had no result.
+            // The failed resolution fails what had no result; a reconcile
+            // what Nova shows not recovered.
             let mut expected = model.vmoves.clone();
+            for instance in &reconciled {
+                expected.insert(instance.clone(), VMoveStatus::Failed);
+            }
             if status == NotificationStatus::Failed {
                 for s in expected.values_mut().filter(|s| !s.is_resolved()) {
                     *s = VMoveStatus::Failed;
@@ -980,7 +1083,7 @@ fn dispatcher_persists_or_refuses_what_a_bad_engine_sends() {
             prop_assert_eq!(persisted, expected);
             prop_assert_eq!(
                 store.progress_events(id).await.unwrap().len(),
-                model.progress
+                model.progress + reconciled.len()
             );
             prop_assert_eq!(spare_flags(&store).await, model.spare);
             for event in store.progress_events(id).await.unwrap() {

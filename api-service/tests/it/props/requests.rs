@@ -47,6 +47,7 @@ enum Call {
     GetNotification(pb::GetNotificationRequest),
     ListNotifications(pb::ListNotificationsRequest),
     WatchNotification(pb::WatchNotificationRequest),
+    RetryNotification(pb::RetryNotificationRequest),
     GetVmove(pb::GetVmoveRequest),
     ListVmoves(pb::ListVmovesRequest),
 }
@@ -68,6 +69,7 @@ impl Call {
             Self::GetNotification(_) => Operation::GetNotification,
             Self::ListNotifications(_) => Operation::ListNotifications,
             Self::WatchNotification(_) => Operation::WatchNotification,
+            Self::RetryNotification(_) => Operation::RetryNotification,
             Self::GetVmove(_) => Operation::GetVmove,
             Self::ListVmoves(_) => Operation::ListVmoves,
         }
@@ -90,6 +92,7 @@ impl Call {
             Self::GetNotification(r) => r.encode_to_vec(),
             Self::ListNotifications(r) => r.encode_to_vec(),
             Self::WatchNotification(r) => r.encode_to_vec(),
+            Self::RetryNotification(r) => r.encode_to_vec(),
             Self::GetVmove(r) => r.encode_to_vec(),
             Self::ListVmoves(r) => r.encode_to_vec(),
         }
@@ -152,7 +155,9 @@ impl Call {
                 "payload",
                 "idempotency_key",
             ],
-            Operation::GetNotification | Operation::WatchNotification => &["id"],
+            Operation::GetNotification
+            | Operation::WatchNotification
+            | Operation::RetryNotification => &["id"],
             Operation::ListNotifications => &[
                 "page_size",
                 "page_token",
@@ -230,6 +235,12 @@ impl Call {
                     Err(_) => Err(tonic::Status::unknown("no snapshot within 10 s")),
                 }
             }
+            Self::RetryNotification(r) => app
+                .notifications
+                .clone()
+                .retry_notification(r)
+                .await
+                .map(drop),
             Self::GetVmove(r) => app.vmoves.clone().get_vmove(r).await.map(drop),
             Self::ListVmoves(r) => app.vmoves.clone().list_vmoves(r).await.map(drop),
         }
@@ -665,6 +676,8 @@ fn call(k: &Known) -> BoxedStrategy<Call> {
         1 => list_notifications,
         1 => id(&k.notifications)
             .prop_map(|id| Call::WatchNotification(pb::WatchNotificationRequest { id })),
+        1 => id(&k.notifications)
+            .prop_map(|id| Call::RetryNotification(pb::RetryNotificationRequest { id })),
         1 => (id(&k.notifications), id(&k.vmoves)).prop_map(|(notification_id, id)| {
             Call::GetVmove(pb::GetVmoveRequest {
                 notification_id,
@@ -730,7 +743,15 @@ async fn fixture(app: &mut TestApp) -> Known {
     let store = app.api.store();
     let id: NotificationId = running.id.parse().unwrap();
     let (_, run) = store
-        .claim(id, "props", Duration::from_secs(3600))
+        .claim(
+            id,
+            "props",
+            instanceha_api::store::RunPolicy {
+                lease: Duration::from_secs(3600),
+                retry_window: Duration::from_secs(3600),
+                max_attempts: 3,
+            },
+        )
         .await
         .unwrap()
         .expect("claimable");
@@ -750,6 +771,7 @@ async fn fixture(app: &mut TestApp) -> Known {
         RunEvent::InstanceFinished {
             instance_id: "i-1".to_owned(),
             result: instanceha_api::domain::InstanceResult::Succeeded {
+                note: None,
                 dest_host: Some("compute-03".to_owned()),
             },
             start: Some(at),

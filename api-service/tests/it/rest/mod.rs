@@ -185,6 +185,13 @@ pub fn now() -> String {
         .to_string()
 }
 
+/// `minutes` ago, to the second: reports older than `dispatch.expire_after`
+/// are refused, so fixed dates would not stay valid.
+pub fn minutes_ago(minutes: i64) -> chrono::DateTime<chrono::Utc> {
+    use chrono::SubsecRound;
+    (chrono::Utc::now() - chrono::Duration::minutes(minutes)).trunc_subsecs(0)
+}
+
 /// The `uuid` (or `notification_uuid`) strings of a list.
 pub fn uuids(list: &Value, key: &str) -> Vec<String> {
     list.as_array()

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Rest, host_down, now, uuids};
+use super::{Rest, host_down, minutes_ago, now, uuids};
 use crate::backends::Backend;
 use crate::helpers::spawn_app;
 
@@ -18,10 +18,29 @@ async fn notifications_are_accepted_as_masakari_does(backend: Backend) {
     let seg = segment["uuid"].as_str().unwrap().to_owned();
     let host = rest.host(&seg, "compute-1").await;
 
+    // A report older than dispatch.expire_after is refused, naming the field.
+    let two_days = minutes_ago(2 * 24 * 60).format("%Y-%m-%d %H:%M:%S");
+    let stale = rest
+        .post(
+            "/v1/notifications",
+            host_down("compute-1", &two_days.to_string()),
+        )
+        .await;
+    assert_eq!(stale.status, 400);
+    let why = stale.fault("badRequest");
+    assert!(
+        why.contains("generated_time") && why.contains("too old"),
+        "{why}"
+    );
+
+    let generated = minutes_ago(10);
     let accepted = rest
         .post(
             "/v1/notifications",
-            host_down("compute-1", "2026-04-24 08:34:46"),
+            host_down(
+                "compute-1",
+                &generated.format("%Y-%m-%d %H:%M:%S").to_string(),
+            ),
         )
         .await;
     let n = accepted.expect(202)["notification"].clone();
@@ -29,7 +48,10 @@ async fn notifications_are_accepted_as_masakari_does(backend: Backend) {
     assert!(n["id"].as_i64().unwrap() > 0);
     assert_eq!(n["type"], "COMPUTE_HOST");
     assert_eq!(n["status"], "new");
-    assert_eq!(n["generated_time"], "2026-04-24T08:34:46.000000");
+    assert_eq!(
+        n["generated_time"],
+        generated.format("%Y-%m-%dT%H:%M:%S.000000").to_string()
+    );
     assert_eq!(n["source_host_uuid"], host["uuid"]);
     assert_eq!(n["failover_segment_uuid"], seg.as_str());
     assert_eq!(
@@ -45,7 +67,10 @@ async fn notifications_are_accepted_as_masakari_does(backend: Backend) {
     let dup = rest
         .post(
             "/v1/notifications",
-            host_down("compute-1", "2026-04-24T08:35:00Z"),
+            host_down(
+                "compute-1",
+                &(generated + chrono::Duration::seconds(14)).to_rfc3339(),
+            ),
         )
         .await;
     assert_eq!(dup.status, 409);
@@ -199,24 +224,26 @@ async fn notifications_are_listed_filtered_and_paged(backend: Backend) {
                 .to_owned()
         }
     };
+    let (ta, tb, tc) = (minutes_ago(180), minutes_ago(120), minutes_ago(60));
+    let plain = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%dT%H:%M:%S").to_string();
     let a = send(
         "PROCESS",
         "compute-1",
-        "2026-01-01T00:00:00",
+        &plain(ta),
         json!({"process_name": "nova-compute", "event": "STOPPED"}),
     )
     .await;
     let b = send(
         "COMPUTE_HOST",
         "compute-2",
-        "2026-01-02T00:00:00",
+        &plain(tb),
         json!({"event": "STOPPED", "host_status": "UNKNOWN"}),
     )
     .await;
     let c = send(
         "VM",
         "compute-1",
-        "2026-01-03T00:00:00",
+        &plain(tc),
         json!({"instance_uuid": "4d4d4d4d-0000-4000-8000-000000000000",
                "vir_domain_event": "STOPPED_FAILED", "event": "LIFECYCLE"}),
     )
@@ -241,11 +268,15 @@ async fn notifications_are_listed_filtered_and_paged(backend: Backend) {
         [c.as_str(), a.as_str()]
     );
     assert_eq!(
-        listed("?generated-since=2026-01-02T00:00:00Z").await,
+        listed(&format!("?generated-since={}Z", plain(tb))).await,
         [c.as_str(), b.as_str()]
     );
     assert_eq!(
-        listed("?generated-since=2026-01-02%2000:00:00").await,
+        listed(&format!(
+            "?generated-since={}",
+            tb.format("%Y-%m-%d%%20%H:%M:%S")
+        ))
+        .await,
         [c.as_str(), b.as_str()]
     );
     assert_eq!(
