@@ -423,6 +423,15 @@ impl Client {
             .map(Into::into)
     }
 
+    /// Recovers a failed notification again.
+    pub async fn retry_notification(&self, id: &str) -> Result<Notification, Error> {
+        let mut client = self.notifications.clone();
+        let request = pb::RetryNotificationRequest { id: id.to_owned() };
+        self.call(Resource::Notification, client.retry_notification(request))
+            .await
+            .map(Into::into)
+    }
+
     pub async fn list_notifications(
         &self,
         filter: &NotificationFilter,

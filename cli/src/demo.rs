@@ -114,11 +114,19 @@ pub fn scenario(instances: u32, speed: f64, seed: u64) -> Result<Scenario, Strin
     builder.build().map_err(|e| e.to_string())
 }
 
+/// How long the demo's engine rides out an outage, and how long its API
+/// retries what failed for a passing reason: an operator's defaults are
+/// 10 and 30 minutes; the demo shortens them so that an injected fault,
+/// which never heals, shows its honest end within a minute.
+const DEMO_OUTAGE_TOLERANCE: Duration = Duration::from_secs(2);
+const DEMO_RETRY_WINDOW: Duration = Duration::from_secs(6);
+
 /// The engine against `sim`, polling at the simulated cloud's pace (as one
 /// second would be in real time); retries are short so that the failure
 /// path shows quickly.
 async fn start_engine(sim: &Sim, speed: f64) -> Result<Process, Error> {
     let mut settings = instanceha_testkit::settings::engine_for(sim);
+    settings.recovery.outage_tolerance = DEMO_OUTAGE_TOLERANCE;
     settings.recovery.poll_interval = Duration::from_secs_f64((1.0 / speed).max(0.02));
     settings.openstack.retry.initial_backoff = Duration::from_millis(100);
     settings.openstack.retry.max_backoff = Duration::from_millis(400);
@@ -140,6 +148,7 @@ async fn start_api(
     settings.auth.static_tokens_file = Some(tokens.to_owned());
     settings.dispatch.replica_id = Some("demo".to_owned());
     settings.dispatch.retry_delay = Duration::from_millis(200);
+    settings.dispatch.retry_window = DEMO_RETRY_WINDOW;
     settings.dispatch.scan_interval = Duration::from_millis(500);
     instanceha_testkit::process::start_api(settings)
         .await
@@ -283,7 +292,12 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
         args.speed, engine.addr, api.addr, args.instances
     );
     if let Some(fault) = args.inject {
-        intro.push_str(&format!("injected: {fault}: {}\n", inject(&sim, fault)?));
+        intro.push_str(&format!(
+            "injected: {fault}: {}\n(the demo rides out an outage for {} per call and retries for {}; an operator's defaults are 10min and 30min)\n",
+            inject(&sim, fault)?,
+            humantime::format_duration(DEMO_OUTAGE_TOLERANCE),
+            humantime::format_duration(DEMO_RETRY_WINDOW),
+        ));
     }
     let mut agents = None;
     if args.agents {

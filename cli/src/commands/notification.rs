@@ -28,6 +28,18 @@ pub enum NotificationCommand {
     Watch {
         /// The notification's ID
         id: String,
+        /// Retry it first (it must be failed), then follow the new run
+        #[arg(long)]
+        retry: bool,
+    },
+    /// Recover a failed notification again: its instances not recovered go
+    /// back to pending and a new run starts at once (admin)
+    Retry {
+        /// The notification's ID
+        id: String,
+        /// Follow the new run live, as `watch` does
+        #[arg(long)]
+        watch: bool,
     },
 }
 
@@ -181,17 +193,33 @@ pub async fn run(command: NotificationCommand, ctx: &mut Context) -> Result<Exit
             let notification = client.get_notification(&id).await?;
             ctx.print_one(&notification)
         }
-        NotificationCommand::Watch { id } => {
-            let client = ctx.client()?;
-            let format = ctx.format();
-            let terminal = ctx.stdout_is_terminal;
-            let outcome = watch::watch(&client, &id, format, terminal, ctx.out.as_mut()).await?;
-            Ok(match outcome {
-                Outcome::Finished | Outcome::Ignored => Exit::Ok,
-                Outcome::Failed => Exit::RecoveryFailed,
-            })
+        NotificationCommand::Watch { id, retry } => {
+            if retry {
+                ctx.client()?.retry_notification(&id).await?;
+            }
+            follow(&id, ctx).await
+        }
+        NotificationCommand::Retry { id, watch } => {
+            let notification = ctx.client()?.retry_notification(&id).await?;
+            if watch {
+                follow(&id, ctx).await
+            } else {
+                ctx.print_one(&notification)
+            }
         }
     }
+}
+
+/// Follows a notification live to its end.
+async fn follow(id: &str, ctx: &mut Context) -> Result<Exit, Error> {
+    let client = ctx.client()?;
+    let format = ctx.format();
+    let terminal = ctx.stdout_is_terminal;
+    let outcome = watch::watch(&client, id, format, terminal, ctx.out.as_mut()).await?;
+    Ok(match outcome {
+        Outcome::Finished | Outcome::Ignored => Exit::Ok,
+        Outcome::Failed => Exit::RecoveryFailed,
+    })
 }
 
 #[cfg(test)]

@@ -237,6 +237,16 @@ impl NotificationService for Recoveries {
         Ok(Response::new(Box::pin(stream)))
     }
 
+    async fn retry_notification(
+        &self,
+        request: Request<pb::RetryNotificationRequest>,
+    ) -> Result<Response<pb::Notification>, Status> {
+        Err(Status::failed_precondition(format!(
+            "notification {} is not failed",
+            request.into_inner().id
+        )))
+    }
+
     async fn create_notification(
         &self,
         _: Request<pb::CreateNotificationRequest>,

@@ -235,3 +235,12 @@ impl TestApi {
         .await
     }
 }
+
+/// A report time `minutes` ago, to the second, as the CLI prints it: the
+/// API refuses reports older than `dispatch.expire_after`, so tests cannot
+/// use fixed dates.
+pub fn minutes_ago(minutes: i64) -> String {
+    (chrono::Utc::now() - chrono::Duration::minutes(minutes))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}

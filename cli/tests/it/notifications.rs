@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::spawn_api;
+use crate::helpers::{minutes_ago, spawn_api};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_list_show() {
@@ -12,6 +12,7 @@ async fn create_list_show() {
     let segment = app.segment("rack-1", &[]).await;
     let host = app.host(&segment, "compute-1", &[]).await;
 
+    let generated = minutes_ago(5);
     let created = app
         .json(&[
             "notification",
@@ -21,7 +22,7 @@ async fn create_list_show() {
             "--hostname",
             "compute-1",
             "--generated-time",
-            "2025-06-01T12:00:00Z",
+            &generated,
             "--payload",
             "event=STOPPED",
             "--payload",
@@ -33,7 +34,7 @@ async fn create_list_show() {
     assert_eq!(created["type"], "COMPUTE_HOST");
     assert_eq!(created["hostname"], "compute-1");
     assert_eq!(created["status"], "new");
-    assert_eq!(created["generated_time"], "2025-06-01T12:00:00Z");
+    assert_eq!(created["generated_time"], generated.as_str());
     assert_eq!(created["source_host_id"], host.as_str());
     assert_eq!(created["segment_id"], segment.as_str());
     assert_eq!(created["payload"]["event"], "STOPPED");
@@ -56,7 +57,7 @@ async fn create_list_show() {
         .expect_stdout(&id)
         .expect_stdout("COMPUTE_HOST")
         .expect_stdout("generated_time")
-        .expect_stdout("2025-06-01T12:00:00Z");
+        .expect_stdout(&generated);
 
     // Masakari's client takes the payload as JSON: so does this one.
     let process = app
@@ -135,6 +136,7 @@ async fn an_idempotency_key_returns_the_first_notification() {
     let app = spawn_api().await;
     let segment = app.segment("rack-1", &[]).await;
     app.host(&segment, "compute-1", &[]).await;
+    let generated = minutes_ago(5);
     let create = [
         "notification",
         "create",
@@ -143,7 +145,7 @@ async fn an_idempotency_key_returns_the_first_notification() {
         "--hostname",
         "compute-1",
         "--generated-time",
-        "2025-06-01T12:00:00Z",
+        &generated,
         "--payload",
         "event=STOPPED",
         "--idempotency-key",

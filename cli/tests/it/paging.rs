@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::helpers::spawn_api;
+use crate::helpers::{minutes_ago, spawn_api};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_follows_every_page() {
@@ -76,7 +76,7 @@ async fn notifications_page_newest_first() {
     app.host(&segment, "compute-1", &[]).await;
     let mut ids = Vec::new();
     for minute in 0..5 {
-        let time = format!("2025-06-01T12:0{minute}:00Z");
+        let time = minutes_ago(10 - minute);
         let created = app
             .json(&[
                 "notification",
