@@ -126,7 +126,8 @@ async fn evacuation_failure(
 }
 
 async fn list_faults(State(shared): State<Arc<Shared>>) -> Response<Body> {
-    let faults = shared.faults.lock().list();
+    let now = shared.sim_now();
+    let faults = shared.faults.lock().list(now);
     json_response(200, &json!({"faults": faults}))
 }
 
@@ -135,7 +136,8 @@ async fn add_fault(State(shared): State<Arc<Shared>>, body: Bytes) -> Response<B
         Ok(r) => r,
         Err(e) => return problem(400, &e),
     };
-    match shared.faults.lock().add(rule) {
+    let now = shared.sim_now();
+    match shared.faults.lock().add(rule, now) {
         Ok(id) => json_response(201, &json!({"id": id})),
         Err(e) => problem(400, &e.to_string()),
     }

@@ -1,5 +1,7 @@
 //! Fault injection: rules that match calls by service, method, path pattern, action and server,
-//! and make them fail, slow down, drop the connection or hang, for N calls or with a probability.
+//! and make them fail, slow down, drop the connection or hang, for N calls, with a probability,
+//! or for an *outage window* of simulated time (`for_secs`): a service refusing connections
+//! (`drop`), answering 503 or hanging for a set duration, then serving again on its own.
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Serialize};
@@ -83,6 +85,10 @@ pub struct FaultRule {
     /// Apply to each matching call with this probability (seeded).
     #[serde(default)]
     pub probability: Option<f64>,
+    /// An outage window: apply for this many simulated seconds from the moment the rule is
+    /// installed, then expire (on a paused Tokio runtime, minutes of outage cost no real time).
+    #[serde(default)]
+    pub for_secs: Option<f64>,
 }
 
 impl FaultRule {
@@ -102,7 +108,20 @@ impl FaultRule {
             effect,
             times: None,
             probability: None,
+            for_secs: None,
         }
+    }
+
+    /// An outage of `service` (every call to it) suffering `effect` for `secs` simulated
+    /// seconds from installation.
+    pub fn outage(service: FaultService, effect: FaultEffect, secs: f64) -> FaultRule {
+        FaultRule::new(service, None, None, effect).for_secs(secs)
+    }
+
+    /// Expire the rule `secs` simulated seconds after it is installed.
+    pub fn for_secs(mut self, secs: f64) -> FaultRule {
+        self.for_secs = Some(secs);
+        self
     }
 
     pub fn times(mut self, n: u32) -> FaultRule {
@@ -139,6 +158,13 @@ impl FaultRule {
         if self.times == Some(0) {
             return Err(Error::Invalid("times must be positive".into()));
         }
+        if let Some(secs) = self.for_secs
+            && !(secs.is_finite() && secs > 0.0)
+        {
+            return Err(Error::Invalid(format!(
+                "for_secs must be a positive number of seconds, not {secs}"
+            )));
+        }
         Ok(())
     }
 }
@@ -151,6 +177,8 @@ pub struct InstalledFault {
     pub rule: FaultRule,
     /// Calls still to be affected (when `times` was given).
     pub remaining: Option<u32>,
+    /// The simulated time (seconds) at which an outage window ends.
+    pub until: Option<f64>,
     pub hits: u64,
 }
 
@@ -181,21 +209,31 @@ impl FaultSet {
         }
     }
 
-    pub fn add(&mut self, rule: FaultRule) -> Result<u64, Error> {
+    /// Installs `rule` at simulated time `now` (seconds).
+    pub fn add(&mut self, rule: FaultRule, now: f64) -> Result<u64, Error> {
         rule.validate()?;
         let id = self.next_id;
         self.next_id += 1;
         self.rules.push(InstalledFault {
             id,
             remaining: rule.times,
+            until: rule.for_secs.map(|secs| now + secs),
             rule,
             hits: 0,
         });
         Ok(id)
     }
 
-    pub fn list(&self) -> Vec<InstalledFault> {
+    /// The rules still in force at simulated time `now`.
+    pub fn list(&mut self, now: f64) -> Vec<InstalledFault> {
+        self.expire(now);
         self.rules.clone()
+    }
+
+    /// Drops the outage windows that ended by `now`.
+    fn expire(&mut self, now: f64) {
+        self.rules
+            .retain(|r| r.until.is_none_or(|until| now < until));
     }
 
     pub fn remove(&mut self, id: u64) -> bool {
@@ -212,8 +250,9 @@ impl FaultSet {
         self.rules.is_empty()
     }
 
-    /// The first rule that applies to this call (counting it), if any.
-    pub fn apply(&mut self, call: &CallFacts<'_>) -> Option<(u64, FaultEffect)> {
+    /// The first rule that applies to this call at simulated time `now` (counting it), if any.
+    pub fn apply(&mut self, call: &CallFacts<'_>, now: f64) -> Option<(u64, FaultEffect)> {
+        self.expire(now);
         let mut fired = None;
         for (i, installed) in self.rules.iter_mut().enumerate() {
             let rule = &installed.rule;
@@ -292,15 +331,21 @@ mod tests {
                     unavailable(),
                 )
                 .times(2),
+                0.0,
             )
             .unwrap();
-        assert_eq!(set.apply(&call("/servers/abc/action", None)).unwrap().0, id);
+        assert_eq!(
+            set.apply(&call("/servers/abc/action", None), 0.0)
+                .unwrap()
+                .0,
+            id
+        );
         assert!(
-            set.apply(&call("/servers/abc/os-volume_attachments", None))
+            set.apply(&call("/servers/abc/os-volume_attachments", None), 0.0)
                 .is_none()
         );
-        assert!(set.apply(&call("/servers/abc/action", None)).is_some());
-        assert!(set.apply(&call("/servers/abc/action", None)).is_none());
+        assert!(set.apply(&call("/servers/abc/action", None), 0.0).is_some());
+        assert!(set.apply(&call("/servers/abc/action", None), 0.0).is_none());
         assert!(set.is_empty());
     }
 
@@ -311,10 +356,11 @@ mod tests {
             FaultRule::new(FaultService::Volume, None, None, FaultEffect::Drop)
                 .action("evacuate")
                 .instance("abc"),
+            0.0,
         )
         .unwrap();
         assert!(
-            set.apply(&call("/servers/abc/action", Some("evacuate")))
+            set.apply(&call("/servers/abc/action", Some("evacuate")), 0.0)
                 .is_none(),
             "wrong service"
         );
@@ -323,24 +369,26 @@ mod tests {
             FaultRule::new(FaultService::Any, None, None, FaultEffect::Hang)
                 .action("evacuate")
                 .instance("zzz"),
+            0.0,
         )
         .unwrap();
         assert!(
-            set.apply(&call("/servers/abc/action", Some("evacuate")))
+            set.apply(&call("/servers/abc/action", Some("evacuate")), 0.0)
                 .is_none(),
             "wrong server"
         );
         set.clear();
         set.add(
             FaultRule::new(FaultService::Any, None, None, FaultEffect::Hang).action("evacuate"),
+            0.0,
         )
         .unwrap();
         assert!(
-            set.apply(&call("/servers/abc/action", Some("lock")))
+            set.apply(&call("/servers/abc/action", Some("lock")), 0.0)
                 .is_none()
         );
         assert_eq!(
-            set.apply(&call("/servers/abc/action", Some("evacuate")))
+            set.apply(&call("/servers/abc/action", Some("evacuate")), 0.0)
                 .unwrap()
                 .1,
             FaultEffect::Hang
@@ -353,10 +401,11 @@ mod tests {
             let mut set = FaultSet::new(seed);
             set.add(
                 FaultRule::new(FaultService::Any, None, None, FaultEffect::Drop).probability(0.5),
+                0.0,
             )
             .unwrap();
             (0..64)
-                .map(|_| set.apply(&call("/x", None)).is_some())
+                .map(|_| set.apply(&call("/x", None), 0.0).is_some())
                 .collect::<Vec<_>>()
         };
         let a = fire(7);
@@ -366,11 +415,46 @@ mod tests {
     }
 
     #[test]
+    fn an_outage_window_ends_on_its_own() {
+        let mut set = FaultSet::new(1);
+        let id = set
+            .add(
+                FaultRule::outage(FaultService::Compute, unavailable(), 30.0),
+                10.0,
+            )
+            .unwrap();
+        assert_eq!(
+            set.apply(&call("/servers/abc/action", None), 10.0)
+                .unwrap()
+                .0,
+            id
+        );
+        assert!(
+            set.apply(&call("/servers/abc/action", None), 39.9)
+                .is_some()
+        );
+        assert!(
+            set.apply(&call("/servers/abc/action", None), 40.0)
+                .is_none()
+        );
+        assert!(set.is_empty(), "an ended window is dropped");
+        assert!(
+            set.add(
+                FaultRule::outage(FaultService::Compute, unavailable(), 0.0),
+                0.0
+            )
+            .is_err(),
+            "an empty window"
+        );
+    }
+
+    #[test]
     fn bad_rules_are_refused() {
         let mut set = FaultSet::new(1);
         assert!(
             set.add(
-                FaultRule::new(FaultService::Any, None, None, FaultEffect::Drop).probability(1.5)
+                FaultRule::new(FaultService::Any, None, None, FaultEffect::Drop).probability(1.5),
+                0.0
             )
             .is_err()
         );
@@ -381,7 +465,7 @@ mod tests {
             retry_after: None,
         };
         assert!(
-            set.add(FaultRule::new(FaultService::Any, None, None, bad))
+            set.add(FaultRule::new(FaultService::Any, None, None, bad), 0.0)
                 .is_err()
         );
     }

@@ -192,12 +192,14 @@ impl Sim {
 
     /// Installs a fault rule; returns its id.
     pub fn inject_fault(&self, rule: FaultRule) -> Result<u64, Error> {
-        Ok(self.shared.faults.lock().add(rule)?)
+        let now = self.shared.sim_now();
+        Ok(self.shared.faults.lock().add(rule, now)?)
     }
 
     /// The installed fault rules.
     pub fn faults(&self) -> Vec<InstalledFault> {
-        self.shared.faults.lock().list()
+        let now = self.shared.sim_now();
+        self.shared.faults.lock().list(now)
     }
 
     /// Removes one fault rule; false when unknown.

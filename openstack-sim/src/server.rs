@@ -40,6 +40,11 @@ impl Shared {
     pub fn identity_url(&self) -> String {
         format!("{}/identity", self.base_url)
     }
+
+    /// Simulated seconds since the scenario was loaded.
+    pub fn sim_now(&self) -> f64 {
+        self.world.lock().clock.now().as_secs_f64()
+    }
 }
 
 /// The catalog interface a call came through.
@@ -294,17 +299,21 @@ async fn handle(
         tokio::time::sleep(latency).await;
     }
     let fault = service.fault_service().and_then(|fs| {
+        let now = shared.sim_now();
         let mut faults = shared.faults.lock();
         if faults.is_empty() {
             return None;
         }
-        faults.apply(&CallFacts {
-            service: fs,
-            method: method.as_str(),
-            path: &rel,
-            action: action.as_deref(),
-            instance_id: instance_id.as_deref(),
-        })
+        faults.apply(
+            &CallFacts {
+                service: fs,
+                method: method.as_str(),
+                path: &rel,
+                action: action.as_deref(),
+                instance_id: instance_id.as_deref(),
+            },
+            now,
+        )
     });
     let request_id = format!("req-{}", uuid::Uuid::new_v4());
     parts.extensions.insert(RequestMeta {
