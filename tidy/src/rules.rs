@@ -221,11 +221,46 @@ fn is_comparison(code: &str, start: usize, end: usize) -> bool {
                     "assert_ne!",
                     "debug_assert_eq!",
                     "debug_assert_ne!",
+                    ".is_in",
+                    ".is_not_in",
                 ]
                 .iter()
-                .any(|m| callee.ends_with(m));
+                .any(|m| callee.ends_with(m))
+                    || is_tuple_pattern(code, i);
             }
-            b'[' | b'{' | b';' => return false,
+            // A list of values a query column is compared with:
+            // `.is_in([..])`, `.is_not_in([..])`.
+            b'[' => {
+                let before = code[..i].trim_end();
+                return before.strip_suffix('(').is_some_and(|callee| {
+                    let callee = callee.trim_end();
+                    callee.ends_with(".is_in") || callee.ends_with(".is_not_in")
+                });
+            }
+            b'{' | b';' => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Whether the parenthesis opening at `open` starts a tuple pattern of a
+/// `match` arm: its group is followed by `=>`, `|` or a guard.
+fn is_tuple_pattern(code: &str, open: usize) -> bool {
+    let mut depth = 0usize;
+    for (i, b) in code[open..].bytes().enumerate() {
+        match b {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    let after = code[open + i + 1..].trim_start();
+                    return after.starts_with("=>")
+                        || (after.starts_with('|') && !after.starts_with("||"))
+                        || after.starts_with("if ");
+                }
+            }
+            b';' | b'{' => return false,
             _ => {}
         }
     }
@@ -490,10 +525,14 @@ assert!(matches!(s, VMoveStatus::Pending));
 record.status = VMoveStatus::Succeeded;
 let wire = pb::NotificationStatus::New;
 let other = NotificationStatus::parse(\"new\");
+.filter(Column::Status.is_in([VMoveStatus::Pending.as_str(), VMoveStatus::Failed.as_str()]))
+match (s, run) { (NotificationStatus::Running, Some(id)) => {} _ => {} }
+let pair = (NotificationStatus::Running, 1);
+let list = [VMoveStatus::Failed];
 ";
         let at = |path| lines(status_outside_status_rules, path, text);
-        assert_eq!(at("api-service/src/store/dispatch.rs"), [2, 8]);
-        assert_eq!(at("api-service/src/rest/convert.rs"), [2, 8]);
+        assert_eq!(at("api-service/src/store/dispatch.rs"), [2, 8, 13, 14]);
+        assert_eq!(at("api-service/src/rest/convert.rs"), [2, 8, 13, 14]);
         assert!(at("api-service/src/status.rs").is_empty());
         assert!(at("api-service/src/status/ledger.rs").is_empty());
         assert!(at("api-service/src/grpc/convert.rs").is_empty());
