@@ -875,7 +875,8 @@ fn append_failures<Id>(message: &mut String, failed: &[&VMoveView<'_, Id>]) {
 mod tests;
 
 /// The clause a notification's message ends with while it holds locks.
-const LOCKS_HELD: &str = " instance(s) still locked by this notification, released as soon as nova answers: ";
+const LOCKS_HELD: &str =
+    " instance(s) still locked by this notification, released as soon as nova answers: ";
 /// How many of the instances still locked a message names.
 const LOCKS_NAMED: usize = 10;
 

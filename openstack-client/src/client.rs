@@ -610,8 +610,7 @@ impl OpenStack {
                     // it) and a 500, 502 or 504 only if the request is safe
                     // to repeat: the caller of a write reads Nova first.
                     let again = status == 429
-                        || (request.idempotent
-                            && (failure.refused() || failure.outcome_unknown()));
+                        || (request.idempotent && (failure.refused() || failure.outcome_unknown()));
                     if !again {
                         return Err(failure);
                     }

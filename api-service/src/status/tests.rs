@@ -234,13 +234,17 @@ fn a_reconciled_failure_keeps_what_the_recovery_last_ran_into_once() {
             retryable: false,
         },
     };
-    failed.apply(truth("nova shows it active on compute-01")).unwrap();
+    failed
+        .apply(truth("nova shows it active on compute-01"))
+        .unwrap();
     assert_eq!(
         failed.message.as_deref(),
         Some("nova shows it active on compute-01; the recovery last failed at: lock: nova: 503")
     );
     // Reconciled again: the newest truth, the same cause, said once.
-    failed.apply(truth("nova shows it shutoff on compute-01")).unwrap();
+    failed
+        .apply(truth("nova shows it shutoff on compute-01"))
+        .unwrap();
     assert_eq!(
         failed.message.as_deref(),
         Some("nova shows it shutoff on compute-01; the recovery last failed at: lock: nova: 503")
@@ -255,11 +259,16 @@ fn the_message_says_which_locks_are_still_held_until_none_is() {
     let one = with_locks_held(base, &held(1));
     assert_eq!(
         one,
-        format!("{base}; 1 instance(s) still locked by this notification, released as soon as nova answers: vm-1")
+        format!(
+            "{base}; 1 instance(s) still locked by this notification, released as soon as nova answers: vm-1"
+        )
     );
     // Replaced, not appended, as the set changes; long lists are cut.
     let many = with_locks_held(&one, &held(12));
-    assert!(many.starts_with(&format!("{base}; 12 instance(s)")), "{many}");
+    assert!(
+        many.starts_with(&format!("{base}; 12 instance(s)")),
+        "{many}"
+    );
     assert!(many.ends_with("vm-10 and 2 more"), "{many}");
     assert_eq!(many.matches("still locked").count(), 1);
     // All released: said once, and nothing is said when none was held.

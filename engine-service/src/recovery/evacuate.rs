@@ -78,7 +78,7 @@ impl Run {
         self.reporter.step(&id, "lock", "locking the instance");
         let locked_by_us = match self.lock(&id, &server).await? {
             Ok(locked) => locked,
-            Err(failure) => return Ok(self.confirm_failure(&id, failure).await?),
+            Err(failure) => return self.confirm_failure(&id, failure).await,
         };
         let outcome = self
             .evacuate_locked(&id, &server, targets, watch, reserved, fenced, slot)

@@ -291,7 +291,10 @@ async fn nova_503_on_unlock_recovers_says_the_lock_is_held_and_releases_it_later
     let mut held = cloud.vmove_of(&n.id, "victim").await;
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while held.locked {
-        assert!(tokio::time::Instant::now() < deadline, "still recorded held");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still recorded held"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
         held = cloud.vmove_of(&n.id, "victim").await;
     }
