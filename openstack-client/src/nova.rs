@@ -322,11 +322,12 @@ impl OpenStack {
     }
 
     /// Sends a write that is safe to repeat once it is known not to have
-    /// been applied. A refusal is sent again (by [`Self::send`]); an
+    /// been applied. A refusal (connection refused, 429, 503) or an
     /// unknown outcome (a timeout, a broken connection, a 500/502/504) is
     /// settled by `applied`, which reads Nova's state: applied means done,
-    /// not applied means send again after a wait — never again blind. Both
-    /// within the retry budget. `Ok(None)`: applied, known by reading.
+    /// not applied means send again after a wait — never again blind. All
+    /// within the retry budget (the outage tolerance). `Ok(None)`: applied,
+    /// known by reading.
     async fn confirmed_write<F, Fut>(
         &self,
         request: Request,
@@ -341,7 +342,7 @@ impl OpenStack {
         loop {
             let error = match self.send(request.clone()).await {
                 Ok(response) => return Ok(Some(response)),
-                Err(e) if e.outcome_unknown() => e,
+                Err(e) if e.outcome_unknown() || e.refused() => e,
                 Err(e) => return Err(e),
             };
             match applied().await {

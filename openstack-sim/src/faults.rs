@@ -89,6 +89,10 @@ pub struct FaultRule {
     /// installed, then expire (on a paused Tokio runtime, minutes of outage cost no real time).
     #[serde(default)]
     pub for_secs: Option<f64>,
+    /// The outage window opens at the first matching call instead of at installation (an
+    /// outage that strikes a step of a recovery whenever the recovery reaches it).
+    #[serde(default)]
+    pub from_first_call: bool,
 }
 
 impl FaultRule {
@@ -109,6 +113,7 @@ impl FaultRule {
             times: None,
             probability: None,
             for_secs: None,
+            from_first_call: false,
         }
     }
 
@@ -121,6 +126,12 @@ impl FaultRule {
     /// Expire the rule `secs` simulated seconds after it is installed.
     pub fn for_secs(mut self, secs: f64) -> FaultRule {
         self.for_secs = Some(secs);
+        self
+    }
+
+    /// Open the outage window at the first matching call.
+    pub fn from_first_call(mut self) -> FaultRule {
+        self.from_first_call = true;
         self
     }
 
@@ -165,6 +176,11 @@ impl FaultRule {
                 "for_secs must be a positive number of seconds, not {secs}"
             )));
         }
+        if self.from_first_call && self.for_secs.is_none() {
+            return Err(Error::Invalid(
+                "from_first_call opens an outage window: it needs for_secs".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -177,7 +193,8 @@ pub struct InstalledFault {
     pub rule: FaultRule,
     /// Calls still to be affected (when `times` was given).
     pub remaining: Option<u32>,
-    /// The simulated time (seconds) at which an outage window ends.
+    /// The simulated time (seconds) at which an outage window ends (for a window opened by
+    /// the first matching call, known from that call on).
     pub until: Option<f64>,
     pub hits: u64,
 }
@@ -217,7 +234,10 @@ impl FaultSet {
         self.rules.push(InstalledFault {
             id,
             remaining: rule.times,
-            until: rule.for_secs.map(|secs| now + secs),
+            until: rule
+                .for_secs
+                .filter(|_| !rule.from_first_call)
+                .map(|secs| now + secs),
             rule,
             hits: 0,
         });
@@ -282,6 +302,11 @@ impl FaultSet {
                 continue;
             }
             installed.hits += 1;
+            if installed.until.is_none()
+                && let Some(secs) = rule.for_secs
+            {
+                installed.until = Some(now + secs);
+            }
             if let Some(left) = installed.remaining.as_mut() {
                 *left -= 1;
             }
