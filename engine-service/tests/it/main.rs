@@ -7,6 +7,7 @@ mod host_failure;
 mod outage_matrix;
 mod process_and_vm;
 mod process_faults;
+mod resilience;
 mod restarts;
 mod security;
 mod seed_plan;
