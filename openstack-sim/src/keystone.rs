@@ -90,8 +90,13 @@ fn user_ref(v: &Value) -> UserRef {
 }
 
 /// The catalog entries: compute, block-storage and volumev3 (plus identity), each with a public
-/// and an internal endpoint.
-pub(crate) fn catalog(base_url: &str, region: &str, project_id: &str) -> Value {
+/// and an internal endpoint; without Cinder's two when `block_storage` is off.
+pub(crate) fn catalog(
+    base_url: &str,
+    region: &str,
+    project_id: &str,
+    block_storage: bool,
+) -> Value {
     let entry = |kind: &str, name: &str, id: &str, path: &str| {
         let endpoints: Vec<Value> = [Interface::Public, Interface::Internal]
             .iter()
@@ -107,32 +112,38 @@ pub(crate) fn catalog(base_url: &str, region: &str, project_id: &str) -> Value {
             .collect();
         json!({"type": kind, "name": name, "id": id, "endpoints": endpoints})
     };
-    json!([
+    let mut entries = vec![
         entry(
             "identity",
             "keystone",
             "5f1e2a0c3b7d4e8f9a6b1c2d3e4f5a60",
-            "/identity"
+            "/identity",
         ),
         entry(
             "compute",
             "nova",
             "1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6",
-            "/compute/v2.1"
+            "/compute/v2.1",
         ),
+    ];
+    if !block_storage {
+        return Value::Array(entries);
+    }
+    entries.extend([
         entry(
             "block-storage",
             "cinder",
             "7e8f9a0b1c2d43e5f6a7b8c9d0e1f2a3",
-            &format!("/volume/v3/{project_id}")
+            &format!("/volume/v3/{project_id}"),
         ),
         entry(
             "volumev3",
             "cinderv3",
             "3c4d5e6f7a8b49c0d1e2f3a4b5c6d7e8",
-            &format!("/volume/v3/{project_id}")
+            &format!("/volume/v3/{project_id}"),
         ),
-    ])
+    ]);
+    Value::Array(entries)
 }
 
 fn token_body(shared: &Shared, token: &Token, with_catalog: bool) -> Value {
@@ -164,7 +175,12 @@ fn token_body(shared: &Shared, token: &Token, with_catalog: bool) -> Value {
         body["application_credential"] = json!({"id": id, "name": name, "restricted": true});
     }
     if with_catalog {
-        body["catalog"] = catalog(&shared.base_url, &world.settings.region, &token.project_id);
+        body["catalog"] = catalog(
+            &shared.base_url,
+            &world.settings.region,
+            &token.project_id,
+            world.settings.block_storage,
+        );
     }
     json!({"token": body})
 }

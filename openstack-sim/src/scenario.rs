@@ -77,6 +77,9 @@ pub struct Settings {
     pub enable_instance_password: bool,
     /// Capacity of the request log ring buffer.
     pub request_log_capacity: usize,
+    /// Whether Keystone's catalog lists Cinder (`block-storage`, `volumev3`): a cloud without
+    /// it has only Keystone and Nova.
+    pub block_storage: bool,
     pub durations: Durations,
     pub failure_probability: FailureProbability,
 }
@@ -96,6 +99,7 @@ impl Default for Settings {
             stale_attachment_timeout: 780.0,
             enable_instance_password: true,
             request_log_capacity: 10_000,
+            block_storage: true,
             durations: Durations::default(),
             failure_probability: FailureProbability::default(),
         }

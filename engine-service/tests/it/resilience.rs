@@ -223,3 +223,84 @@ async fn a_failed_notification_is_retried_on_demand_once_its_cause_is_gone() {
         .expect_err("only a failed notification is retried");
     assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
 }
+
+/// `grpc.health.v1` status of the engine's service (its readiness).
+async fn readiness(addr: std::net::SocketAddr) -> i32 {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let channel = instanceha_testkit::cloud::connect(addr).await;
+    HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: "instanceha.engine.v1.Engine".into(),
+        })
+        .await
+        .map(|r| r.into_inner().status)
+        .unwrap_or_default()
+}
+
+/// Issue 14: "with no Cinder in the catalog the engine logs 'openstack not
+/// reachable yet' every 30 s and never reports SERVING". It is ready when
+/// Keystone and Nova answer, and recovers image-backed instances; the
+/// token is kept warm with cheap reads of Nova only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_cinder_in_the_catalog_the_engine_is_ready_recovers_and_keeps_its_token_warm() {
+    use openstack_sim::Scenario;
+    use openstack_sim::scenario::{HostSpec, InstanceSpec};
+    const SERVING: i32 = 1;
+    let mut builder = Scenario::builder()
+        .speed(100.0)
+        .seed(5)
+        .host(HostSpec::new(FAILED_HOST))
+        .host(HostSpec::new("compute-02"))
+        .configure(|s| s.block_storage = false);
+    for i in 0..4 {
+        builder = builder.instance(InstanceSpec::new(&format!("vm-{i}"), FAILED_HOST).ha(true));
+    }
+    let scenario = builder.build().expect("a valid scenario");
+    let mut cloud = Cloud::start_with(
+        scenario,
+        |engine| engine.openstack.token_warmup_interval = Duration::from_millis(200),
+        |_| {},
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while readiness(cloud.engine.addr).await != SERVING {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the engine never reported SERVING without Cinder"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The warm-up: authenticated reads of Nova, nothing of Cinder (there
+    // is none to call).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = cloud.sim.request_log(None);
+        let warm_ups = log
+            .iter()
+            .filter(|r| r.service == "compute" && r.path.contains("os-services"))
+            .filter(|r| r.status == Some(200))
+            .count();
+        assert!(
+            log.iter().all(|r| r.service != "volume"),
+            "a call to a Cinder the catalog does not list"
+        );
+        if warm_ups >= 2 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the token was not kept warm ({warm_ups} reads of nova)"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cloud
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
+        .await;
+    let (n, vmoves) = cloud.recover_host(FAILED_HOST, PATIENCE).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(vmoves.len(), 4);
+    assert_all_moved_once(&cloud, &vmoves);
+}
