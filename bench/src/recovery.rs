@@ -263,6 +263,13 @@ async fn measure(
     }))
     .await?;
 
+    // A nova-api outage in the middle of the recovery (scenario `-outageS`):
+    // from one cloud second after the reports, for S cloud seconds.
+    if let Some(secs) = scenario.nova_outage_secs {
+        tokio::time::sleep(Duration::from_secs_f64(1.0 / speed)).await;
+        cloud.control.nova_outage(secs).await?;
+    }
+
     // Wait until every notification is final.
     let timeout = options.timeout.unwrap_or_else(|| default_timeout(options));
     let deadline = Instant::now() + timeout;
@@ -463,7 +470,10 @@ fn default_timeout(options: &RecoverySettings) -> Duration {
     let per_survivor = s.instances().div_ceil(s.surviving_hosts.max(1));
     let waves = per_survivor.div_ceil(t.rebuild_concurrency.max(1)) as f64;
     let nova = t.schedule + waves * (t.rebuild_secs() - t.schedule);
-    Duration::from_secs_f64((10.0 * nova * (1.0 + t.jitter) / options.speed).max(60.0) + 60.0)
+    let outage = s.nova_outage_secs.unwrap_or(0.0);
+    Duration::from_secs_f64(
+        (10.0 * nova * (1.0 + t.jitter) / options.speed).max(60.0) + 60.0 + outage / options.speed,
+    )
 }
 
 async fn list_notifications(

@@ -80,6 +80,9 @@ pub struct Scenario {
     /// Share of the instances booted from volume, each with a stale
     /// attachment on its failed host (launchpad bug 2158101).
     pub bfv_fraction: f64,
+    /// A nova-api outage (every compute call answered 503) of this many
+    /// cloud seconds, from one cloud second after the reports.
+    pub nova_outage_secs: Option<f64>,
 }
 
 /// The scenarios `all` runs, in order.
@@ -95,11 +98,22 @@ impl Scenario {
     /// A scenario by name: `one-host-N` (one host with N instances, 19
     /// survivors), `hosts-HxN` (H hosts with N instances each, as many
     /// survivors), and either with `-bfv` (a quarter boot-from-volume with
-    /// stale attachments).
+    /// stale attachments) and `-outageS` (nova-api answering 503 for S
+    /// seconds from one second after the reports), in that order.
     pub fn named(name: &str) -> Option<Self> {
-        let (base, bfv) = match name.strip_suffix("-bfv") {
+        let (base, outage) = match name.rsplit_once("-outage") {
+            Some((base, secs)) => {
+                let secs: f64 = secs.parse().ok()?;
+                if !(secs.is_finite() && secs > 0.0) {
+                    return None;
+                }
+                (base, Some(secs))
+            }
+            None => (name, None),
+        };
+        let (base, bfv) = match base.strip_suffix("-bfv") {
             Some(base) => (base, 0.25),
-            None => (name, 0.0),
+            None => (base, 0.0),
         };
         let (failed, per_host, surviving) = if let Some(n) = base.strip_prefix("one-host-") {
             (1, n.parse().ok()?, 19)
@@ -119,6 +133,7 @@ impl Scenario {
             instances_per_host: per_host,
             surviving_hosts: surviving,
             bfv_fraction: bfv,
+            nova_outage_secs: outage,
         })
     }
 
@@ -215,6 +230,13 @@ mod tests {
         let s = Scenario::named("one-host-1000").unwrap();
         assert_eq!((s.failed_hosts, s.surviving_hosts), (1, 19));
         assert!(Scenario::named("one-host-0").is_none());
+        let s = Scenario::named("hosts-100x50-outage30").unwrap();
+        assert_eq!((s.instances(), s.nova_outage_secs), (5000, Some(30.0)));
+        assert_eq!(s.bfv_fraction, 0.0);
+        let s = Scenario::named("hosts-4x5-bfv-outage2.5").unwrap();
+        assert_eq!((s.bfv_fraction, s.nova_outage_secs), (0.25, Some(2.5)));
+        assert!(Scenario::named("hosts-4x5-outage0").is_none());
+        assert!(Scenario::named("hosts-4x5-outagex").is_none());
         assert!(Scenario::named("nope").is_none());
         for name in NAMED {
             assert!(Scenario::named(name).is_some(), "{name}");

@@ -133,6 +133,17 @@ impl SimControl {
             .await
     }
 
+    /// Makes nova-api answer every call 503 for `secs` simulated seconds
+    /// from now (an outage window).
+    pub async fn nova_outage(&self, secs: f64) -> anyhow::Result<()> {
+        let rule = json!({
+            "service": "compute",
+            "effect": {"kind": "error", "status": 503, "body": "html"},
+            "for_secs": secs,
+        });
+        self.post("/sim/faults", rule).await
+    }
+
     pub async fn clock(&self) -> anyhow::Result<Clock> {
         self.get("/sim/clock").await
     }
