@@ -105,7 +105,7 @@ fn key_value(s: &str) -> Result<(String, String), String> {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Recovery scenarios: one-host-10, one-host-100, one-host-1000,
-    /// hosts-100x50, hosts-100x50-bfv (or one-host-N, hosts-HxN[-bfv]).
+    /// hosts-100x50, hosts-100x50-bfv (or one-host-N, hosts-HxN[-bfv][-outageS[@T]]).
     Recovery(RecoveryArgs),
     /// Notification intake on SQLite and/or PostgreSQL.
     Intake(IntakeArgs),
@@ -234,7 +234,7 @@ fn scenarios(names: &[String]) -> anyhow::Result<Vec<Scenario>> {
             match Scenario::named(name) {
                 Some(s) => out.push(s),
                 None => bail!(
-                    "unknown scenario {name:?} (try {}, one-host-N, hosts-HxN, or -bfv after either)",
+                    "unknown scenario {name:?} (try {}, one-host-N, hosts-HxN, or -bfv and -outageS[@T] after either)",
                     NAMED.join(", ")
                 ),
             }
@@ -362,6 +362,12 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                         .unwrap_or_else(|| "-".into()),
                     measured.problems.len()
                 );
+                if let Some(struck) = measured.outage_calls_struck {
+                    eprintln!(
+                        "instanceha-bench: {}: the nova-api outage answered {struck} call(s) 503",
+                        scenario.name
+                    );
+                }
                 document.recovery.push(RecoveryEntry {
                     measured,
                     masakari_model: model,

@@ -96,6 +96,8 @@ pub struct RecoveryReport {
     pub evacuations_in_progress: usize,
     /// Peak memory and CPU per process.
     pub usage: ProcessUsage,
+    /// Calls the nova-api outage answered 503 (scenarios `-outageS`).
+    pub outage_calls_struck: Option<u64>,
     /// What went wrong, if anything (empty: all recovered).
     pub problems: Vec<String>,
     /// Real seconds the whole run took, set-up included.
@@ -263,10 +265,10 @@ async fn measure(
     }))
     .await?;
 
-    // A nova-api outage in the middle of the recovery (scenario `-outageS`):
-    // from one cloud second after the reports, for S cloud seconds.
+    // A nova-api outage during the recovery (scenario `-outageS[@T]`): from
+    // T cloud seconds after the reports, for S cloud seconds.
     if let Some(secs) = scenario.nova_outage_secs {
-        tokio::time::sleep(Duration::from_secs_f64(1.0 / speed)).await;
+        tokio::time::sleep(Duration::from_secs_f64(scenario.nova_outage_at / speed)).await;
         cloud.control.nova_outage(secs).await?;
     }
 
@@ -309,6 +311,13 @@ async fn measure(
     }
 
     let mut problems = Vec::new();
+    let outage_calls_struck = match scenario.nova_outage_secs {
+        Some(_) => Some(cloud.control.fault_hits().await?),
+        None => None,
+    };
+    if outage_calls_struck == Some(0) {
+        problems.push("the nova-api outage struck no call".to_owned());
+    }
     let mut notification_statuses = BTreeMap::new();
     let mut vmove_statuses = BTreeMap::new();
     for (n, list) in &vmoves {
@@ -457,6 +466,7 @@ async fn measure(
         evacuations_failed: stats.failed,
         evacuations_in_progress: stats.in_progress,
         usage,
+        outage_calls_struck,
         problems,
         run_real_secs: began.elapsed().as_secs_f64(),
     })
@@ -470,7 +480,9 @@ fn default_timeout(options: &RecoverySettings) -> Duration {
     let per_survivor = s.instances().div_ceil(s.surviving_hosts.max(1));
     let waves = per_survivor.div_ceil(t.rebuild_concurrency.max(1)) as f64;
     let nova = t.schedule + waves * (t.rebuild_secs() - t.schedule);
-    let outage = s.nova_outage_secs.unwrap_or(0.0);
+    let outage = s
+        .nova_outage_secs
+        .map_or(0.0, |secs| secs + s.nova_outage_at);
     Duration::from_secs_f64(
         (10.0 * nova * (1.0 + t.jitter) / options.speed).max(60.0) + 60.0 + outage / options.speed,
     )

@@ -81,8 +81,9 @@ pub struct Scenario {
     /// attachment on its failed host (launchpad bug 2158101).
     pub bfv_fraction: f64,
     /// A nova-api outage (every compute call answered 503) of this many
-    /// cloud seconds, from one cloud second after the reports.
+    /// cloud seconds, from `nova_outage_at` cloud seconds after the reports.
     pub nova_outage_secs: Option<f64>,
+    pub nova_outage_at: f64,
 }
 
 /// The scenarios `all` runs, in order.
@@ -98,18 +99,20 @@ impl Scenario {
     /// A scenario by name: `one-host-N` (one host with N instances, 19
     /// survivors), `hosts-HxN` (H hosts with N instances each, as many
     /// survivors), and either with `-bfv` (a quarter boot-from-volume with
-    /// stale attachments) and `-outageS` (nova-api answering 503 for S
-    /// seconds from one second after the reports), in that order.
+    /// stale attachments) and `-outageS[@T]` (nova-api answering 503 for S
+    /// seconds from T seconds after the reports, one by default), in that
+    /// order.
     pub fn named(name: &str) -> Option<Self> {
-        let (base, outage) = match name.rsplit_once("-outage") {
-            Some((base, secs)) => {
-                let secs: f64 = secs.parse().ok()?;
-                if !(secs.is_finite() && secs > 0.0) {
-                    return None;
-                }
-                (base, Some(secs))
+        let positive = |s: &str| s.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0);
+        let (base, outage, outage_at) = match name.rsplit_once("-outage") {
+            Some((base, spec)) => {
+                let (secs, at) = match spec.split_once('@') {
+                    Some((secs, at)) => (positive(secs)?, positive(at)?),
+                    None => (positive(spec)?, 1.0),
+                };
+                (base, Some(secs), at)
             }
-            None => (name, None),
+            None => (name, None, 1.0),
         };
         let (base, bfv) = match base.strip_suffix("-bfv") {
             Some(base) => (base, 0.25),
@@ -134,6 +137,7 @@ impl Scenario {
             surviving_hosts: surviving,
             bfv_fraction: bfv,
             nova_outage_secs: outage,
+            nova_outage_at: outage_at,
         })
     }
 
@@ -236,6 +240,9 @@ mod tests {
         let s = Scenario::named("hosts-4x5-bfv-outage2.5").unwrap();
         assert_eq!((s.bfv_fraction, s.nova_outage_secs), (0.25, Some(2.5)));
         assert!(Scenario::named("hosts-4x5-outage0").is_none());
+        let s = Scenario::named("hosts-100x50-outage30@60").unwrap();
+        assert_eq!((s.nova_outage_secs, s.nova_outage_at), (Some(30.0), 60.0));
+        assert!(Scenario::named("hosts-4x5-outage30@").is_none());
         assert!(Scenario::named("hosts-4x5-outagex").is_none());
         assert!(Scenario::named("nope").is_none());
         for name in NAMED {

@@ -133,6 +133,21 @@ impl SimControl {
             .await
     }
 
+    /// The calls the installed fault rules struck (ended outage windows
+    /// included).
+    pub async fn fault_hits(&self) -> anyhow::Result<u64> {
+        #[derive(serde::Deserialize)]
+        struct Faults {
+            faults: Vec<Hits>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Hits {
+            hits: u64,
+        }
+        let faults: Faults = self.get("/sim/faults").await?;
+        Ok(faults.faults.iter().map(|f| f.hits).sum())
+    }
+
     /// Makes nova-api answer every call 503 for `secs` simulated seconds
     /// from now (an outage window).
     pub async fn nova_outage(&self, secs: f64) -> anyhow::Result<()> {

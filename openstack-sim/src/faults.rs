@@ -196,6 +196,10 @@ pub struct InstalledFault {
     /// The simulated time (seconds) at which an outage window ends (for a window opened by
     /// the first matching call, known from that call on).
     pub until: Option<f64>,
+    /// The outage window is over: the rule no longer applies, and stays listed with its hits
+    /// (how many calls the outage struck) until deleted.
+    #[serde(default)]
+    pub ended: bool,
     pub hits: u64,
 }
 
@@ -239,21 +243,25 @@ impl FaultSet {
                 .filter(|_| !rule.from_first_call)
                 .map(|secs| now + secs),
             rule,
+            ended: false,
             hits: 0,
         });
         Ok(id)
     }
 
-    /// The rules still in force at simulated time `now`.
+    /// The rules at simulated time `now`: those in force and the ended outage windows.
     pub fn list(&mut self, now: f64) -> Vec<InstalledFault> {
         self.expire(now);
         self.rules.clone()
     }
 
-    /// Drops the outage windows that ended by `now`.
+    /// Marks the outage windows that ended by `now`.
     fn expire(&mut self, now: f64) {
-        self.rules
-            .retain(|r| r.until.is_none_or(|until| now < until));
+        for rule in &mut self.rules {
+            if rule.until.is_some_and(|until| now >= until) {
+                rule.ended = true;
+            }
+        }
     }
 
     pub fn remove(&mut self, id: u64) -> bool {
@@ -266,8 +274,9 @@ impl FaultSet {
         self.rules.clear();
     }
 
+    /// No rule in force (ended outage windows do not count).
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.iter().all(|r| r.ended)
     }
 
     /// The first rule that applies to this call at simulated time `now` (counting it), if any.
@@ -275,6 +284,9 @@ impl FaultSet {
         self.expire(now);
         let mut fired = None;
         for (i, installed) in self.rules.iter_mut().enumerate() {
+            if installed.ended {
+                continue;
+            }
             let rule = &installed.rule;
             let service_ok = rule.service == FaultService::Any || rule.service == call.service;
             let method_ok = rule
@@ -462,7 +474,13 @@ mod tests {
             set.apply(&call("/servers/abc/action", None), 40.0)
                 .is_none()
         );
-        assert!(set.is_empty(), "an ended window is dropped");
+        assert!(set.is_empty(), "an ended window is not in force");
+        let listed = set.list(40.0);
+        assert_eq!(
+            (listed[0].ended, listed[0].hits),
+            (true, 2),
+            "an ended window stays listed with the calls it struck"
+        );
         assert!(
             set.add(
                 FaultRule::outage(FaultService::Compute, unavailable(), 0.0),
