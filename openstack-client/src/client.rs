@@ -16,6 +16,7 @@ use tracing::Instrument as _;
 use super::catalog::{ServiceKind, select_endpoint};
 use super::credentials::Credentials;
 use super::error::{Call, Error};
+use super::gate::OutageGate;
 use super::keystone::{Keystone, Token};
 use super::metrics;
 use super::microversion::{self, Microversion, negotiate};
@@ -80,6 +81,9 @@ struct Inner {
     settings: ClientSettings,
     compute: OnceCell<ServiceEndpoint>,
     volume: OnceCell<ServiceEndpoint>,
+    /// One probe at a time while Nova, or Cinder, is unavailable.
+    compute_gate: OutageGate,
+    volume_gate: OutageGate,
 }
 
 /// One request to send.
@@ -286,6 +290,8 @@ impl OpenStack {
                 settings,
                 compute: OnceCell::new(),
                 volume: OnceCell::new(),
+                compute_gate: OutageGate::default(),
+                volume_gate: OutageGate::default(),
             }),
         })
     }
@@ -506,8 +512,14 @@ impl OpenStack {
             .unwrap_or(self.inner.settings.request_timeout);
         let mut attempt = 0;
         let mut reauthenticated = false;
+        let gate = match request.kind {
+            ServiceKind::Compute => &self.inner.compute_gate,
+            ServiceKind::BlockStorage => &self.inner.volume_gate,
+        };
         loop {
             attempt += 1;
+            // Held through this try and the wait after it, if it fails.
+            let _probe = gate.pass(retries.deadline()).await;
             let token = self.inner.keystone.token().await?;
             let mut builder = self
                 .inner
@@ -553,6 +565,11 @@ impl OpenStack {
             let (failure, retry_after) = match builder.send().await {
                 Ok(response) => {
                     let status = response.status().as_u16();
+                    if matches!(status, 502..=504) {
+                        gate.unavailable();
+                    } else {
+                        gate.answered();
+                    }
                     tracing::Span::current().record("http.response.status_code", status);
                     tracing::Span::current().record("attempts", attempt);
                     let request_id = response
@@ -617,6 +634,7 @@ impl OpenStack {
                     (failure, retry_after)
                 }
                 Err(e) if e.is_connect() => {
+                    gate.unavailable();
                     // Nothing was sent: safe to retry any request.
                     let failure = Error::Connect {
                         call: Box::new(call.clone()),

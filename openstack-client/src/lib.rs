@@ -7,6 +7,7 @@ pub mod cinder;
 mod client;
 pub mod credentials;
 mod error;
+mod gate;
 pub mod keystone;
 mod metrics;
 pub mod microversion;

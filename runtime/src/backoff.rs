@@ -136,6 +136,11 @@ impl Retries {
         }
     }
 
+    /// When the budget ends, if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
     /// Tries made so far, the current one included.
     pub fn tries(&self) -> u32 {
         self.tries

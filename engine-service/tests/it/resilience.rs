@@ -304,3 +304,54 @@ async fn without_cinder_in_the_catalog_the_engine_is_ready_recovers_and_keeps_it
     assert_eq!(vmoves.len(), 4);
     assert_all_moved_once(&cloud, &vmoves);
 }
+
+/// Issue 14: "a restarted API without `$HOSTNAME` or `replica_id` takes a
+/// new random name and leaves its own run `running` with nothing running
+/// until the lease expires". An API with neither, killed three times in
+/// one recovery, resumes its own run at each start: the recovery ends well
+/// within one lease, every moved instance succeeded and unlocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_in_a_crash_loop_without_a_replica_id_resumes_its_own_run_at_once() {
+    const LEASE: Duration = Duration::from_secs(120);
+    let mut cloud = Cloud::start_with(
+        instanceha_testkit::cloud::interruptible_scenario(),
+        |_| {},
+        |api| {
+            api.dispatch.replica_id = None;
+            api.dispatch.lease = LEASE;
+        },
+    )
+    .await;
+    cloud
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
+        .await;
+    let started = tokio::time::Instant::now();
+    let n = cloud.host_fails(FAILED_HOST).await;
+    let addr = cloud.api.addr;
+    for kill in 1..=3 {
+        until_succeeded(&mut cloud, &n.id, kill * 2).await;
+        cloud.api.kill();
+        let mut settings =
+            instanceha_testkit::cloud::api_settings(&cloud.database_url, cloud.engine.addr, addr);
+        settings.dispatch.replica_id = None;
+        settings.dispatch.lease = LEASE;
+        cloud.api = instanceha_testkit::process::start_api(settings)
+            .await
+            .expect("the API starts again");
+        cloud.reconnect().await;
+    }
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    assert!(
+        started.elapsed() < LEASE,
+        "the recovery waited for its lease to expire ({:?})",
+        started.elapsed()
+    );
+    let vmoves = cloud.vmoves(&n.id).await;
+    assert_honest(&n, &vmoves);
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(vmoves.len(), INTERRUPTIBLE_INSTANCES);
+    assert_all_moved_once(&cloud, &vmoves);
+}
