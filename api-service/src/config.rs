@@ -67,10 +67,15 @@ pub struct LimitSettings {
     /// their first response).
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
-    /// Requests per second per client address (0: no limit); a client may
-    /// burst up to `burst`.
+    /// Requests per second per authenticated caller, and again for its
+    /// failure reports (0: no limit); a caller may burst up to `burst`.
+    /// Without authentication, per source address.
     pub requests_per_second: f64,
     pub burst: u32,
+    /// Requests per second per source address for calls that could not be
+    /// authenticated (and reflection), bursting to `anonymous_burst`.
+    pub anonymous_requests_per_second: f64,
+    pub anonymous_burst: u32,
     /// The largest request accepted, in bytes.
     pub max_message_bytes: usize,
 }
@@ -81,6 +86,8 @@ impl Default for LimitSettings {
             request_timeout: Duration::from_secs(30),
             requests_per_second: 1000.0,
             burst: 2000,
+            anonymous_requests_per_second: 20.0,
+            anonymous_burst: 40,
             max_message_bytes: crate::grpc::MAX_MESSAGE_BYTES,
         }
     }
@@ -155,6 +162,14 @@ impl Settings {
         }
         self.dispatch.validate().map_err(Error::Invalid)?;
         self.telemetry.validate().map_err(Error::Invalid)?;
+        if self.limits.anonymous_requests_per_second.is_nan()
+            || self.limits.anonymous_requests_per_second < 0.0
+        {
+            return Err(Error::Invalid(
+                "limits.anonymous_requests_per_second: must be 0 (no anonymous calls) or more"
+                    .to_owned(),
+            ));
+        }
         if self.limits.requests_per_second.is_nan() || self.limits.requests_per_second < 0.0 {
             return Err(Error::Invalid(
                 "limits.requests_per_second: must be 0 (no limit) or more".to_owned(),

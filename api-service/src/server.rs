@@ -17,7 +17,7 @@ use crate::auth::Guard;
 use crate::changes::ChangeFeed;
 use crate::config::{LimitSettings, Settings};
 use crate::dispatch::Dispatcher;
-use crate::grpc::{self, GuardLayer, RateLimitLayer, TraceLayer};
+use crate::grpc::{self, GuardLayer, TraceLayer};
 use crate::rate_limit::RateLimiter;
 use crate::rest::{self, RestLimits, RestState};
 use crate::service::{Api, IntakeSettings};
@@ -73,8 +73,16 @@ pub struct Server {
 impl Server {
     /// Opens (and migrates) the database and binds the listener.
     pub async fn bind(settings: &Settings) -> Result<Self, Error> {
-        let guard =
-            Guard::from_settings(&settings.auth).map_err(|e| Error::Config(e.to_string()))?;
+        // One set of budgets for both APIs, counted once callers are known.
+        let limits = &settings.limits;
+        let guard = Guard::from_settings(&settings.auth)
+            .map_err(|e| Error::Config(e.to_string()))?
+            .with_limiter(RateLimiter::from_settings(
+                limits.requests_per_second,
+                limits.burst,
+                limits.anonymous_requests_per_second,
+                limits.anonymous_burst,
+            ));
         let tls = settings
             .tls
             .load("tls")
@@ -176,11 +184,7 @@ impl Server {
 
         let routes =
             grpc::routes(&self.api, self.limits.max_message_bytes)?.add_service(health_service);
-        // One budget per client across both APIs.
-        let limiter =
-            RateLimiter::from_settings(self.limits.requests_per_second, self.limits.burst);
         let rest_limits = RestLimits {
-            limiter: limiter.clone(),
             request_timeout: self.limits.request_timeout,
         };
         let stop_rest = CancellationToken::new();
@@ -212,7 +216,6 @@ impl Server {
         let result = builder
             .timeout(self.limits.request_timeout)
             .layer(TraceLayer)
-            .layer(RateLimitLayer::new(limiter))
             .layer(GuardLayer::new(self.guard))
             .add_routes(routes)
             .serve_with_incoming_shutdown(without_nagle(self.listener), async {

@@ -9,6 +9,7 @@ mod static_tokens;
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,8 @@ pub use operation::{Operation, grpc_action};
 pub use static_tokens::{StaticTokens, token_sha256};
 
 use openstack_client::credentials::AuthSettings as KeystoneCredentials;
+
+use crate::rate_limit::{Caller, RateLimiter};
 
 /// What a caller may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -188,10 +191,26 @@ impl RoleNames {
     }
 }
 
-/// The authentication in force. Cheap to clone.
+/// The authentication in force, and the request budgets counted once a
+/// caller is known (`crate::rate_limit`). Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Guard {
     mode: Arc<GuardMode>,
+    limiter: Option<RateLimiter>,
+}
+
+/// Why a call is not admitted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// Over its budget: retry after `wait`.
+    #[error("too many requests from {who}: retry in {} ms ({setting})", wait.as_millis().max(1))]
+    Throttled {
+        who: String,
+        wait: Duration,
+        setting: &'static str,
+    },
 }
 
 #[derive(Debug)]
@@ -234,6 +253,7 @@ impl Guard {
         };
         Ok(Self {
             mode: Arc::new(mode),
+            limiter: None,
         })
     }
 
@@ -241,12 +261,78 @@ impl Guard {
     pub fn open() -> Self {
         Self {
             mode: Arc::new(GuardMode::Open),
+            limiter: None,
         }
     }
 
     pub fn static_tokens(tokens: StaticTokens) -> Self {
         Self {
             mode: Arc::new(GuardMode::Static(tokens)),
+            limiter: None,
+        }
+    }
+
+    /// Counts admitted calls against `limiter`'s budgets.
+    pub fn with_limiter(mut self, limiter: Option<RateLimiter>) -> Self {
+        self.limiter = limiter;
+        self
+    }
+
+    /// Authenticates `token`, checks that the caller may do `action`, and
+    /// counts the call: against the caller's budget once authenticated (its
+    /// reports apart), against its source address's smaller budget if not
+    /// — so a flood without valid credentials never takes the budget of
+    /// the callers with them.
+    pub async fn admit(
+        &self,
+        token: Option<&str>,
+        action: Action,
+        client: Option<IpAddr>,
+    ) -> Result<Principal, Refusal> {
+        let checked = self.check(token, action).await;
+        let Some(limiter) = &self.limiter else {
+            return Ok(checked?);
+        };
+        match checked {
+            Ok(principal) => {
+                let reports = action == Action::CreateNotification;
+                let caller = match (self.mode.as_ref(), client) {
+                    (GuardMode::Open, Some(ip)) => Caller::Address { ip, reports },
+                    _ => Caller::Principal {
+                        name: principal.name.clone(),
+                        reports,
+                    },
+                };
+                limiter
+                    .caller(&caller)
+                    .map_err(|throttled| Refusal::Throttled {
+                        who: caller.to_string(),
+                        wait: throttled.wait,
+                        setting: "limits.requests_per_second",
+                    })?;
+                Ok(principal)
+            }
+            Err(refused) => {
+                if let Some(ip) = client {
+                    self.admit_anonymous(ip)?;
+                }
+                Err(refused.into())
+            }
+        }
+    }
+
+    /// Counts a call that needs no authentication (or failed it) against
+    /// its source address's budget.
+    pub fn admit_anonymous(&self, client: IpAddr) -> Result<(), Refusal> {
+        match &self.limiter {
+            Some(limiter) => limiter
+                .anonymous(client)
+                .map_err(|throttled| Refusal::Throttled {
+                    who: client.to_string(),
+                    wait: throttled.wait,
+                    setting: "limits.anonymous_requests_per_second",
+                }),
+            None => Ok(()),
         }
     }
 

@@ -1,16 +1,20 @@
 //! The gRPC edge of authorization: a tower layer that authenticates every
-//! call to the public services and checks its role against the RPC, before
-//! any handler runs. Health and reflection stay open (probes and
-//! discovery). What each RPC needs is `auth::Operation`'s table.
+//! call to the public services, checks its role against the RPC and counts
+//! it against its caller's budget (`crate::rate_limit`: RESOURCE_EXHAUSTED
+//! with when to retry), before any handler runs. Health stays open and
+//! unlimited (probes); reflection is open and counted against the source
+//! address. What each RPC needs is `auth::Operation`'s table.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tonic::Status;
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower::{Layer, Service};
 
-use crate::auth::{Guard, grpc_action, token_from_headers};
+use crate::auth::{Guard, Refusal, grpc_action, token_from_headers};
 use crate::service;
 
 #[derive(Clone, Debug)]
@@ -63,22 +67,55 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let guard = self.guard.clone();
+        let client = client_of(&request);
         Box::pin(async move {
-            let Some(action) = grpc_action(request.uri().path()) else {
-                return inner.call(request).await;
+            let path = request.uri().path();
+            let Some(action) = grpc_action(path) else {
+                if path.starts_with("/grpc.health.v1.") {
+                    return inner.call(request).await;
+                }
+                return match client.map(|ip| guard.admit_anonymous(ip)) {
+                    Some(Err(refused)) => Ok(refusal(path, refused)),
+                    _ => inner.call(request).await,
+                };
             };
             let token = token_from_headers(request.headers()).map(str::to_owned);
-            match guard.check(token.as_deref(), action).await {
+            match guard.admit(token.as_deref(), action, client).await {
                 Ok(principal) => {
                     tracing::debug!(caller = %principal.name, path = %request.uri().path(), "call authorized");
                     request.extensions_mut().insert(principal);
                     inner.call(request).await
                 }
-                Err(err) => {
-                    tracing::info!(path = %request.uri().path(), reason = %err, "call refused");
-                    Ok(Status::from(service::Error::from(err)).into_http())
-                }
+                Err(refused) => Ok(refusal(request.uri().path(), refused)),
             }
         })
     }
+}
+
+/// The answer to a call not admitted.
+fn refusal(path: &str, refused: Refusal) -> http::Response<tonic::body::Body> {
+    match refused {
+        Refusal::Auth(err) => {
+            tracing::info!(%path, reason = %err, "call refused");
+            Status::from(service::Error::from(err)).into_http()
+        }
+        throttled @ Refusal::Throttled { .. } => {
+            tracing::info!(%path, reason = %throttled, "rate limited");
+            Status::resource_exhausted(throttled.to_string()).into_http()
+        }
+    }
+}
+
+/// The address the call came from (plain or TLS connections).
+fn client_of<B>(request: &http::Request<B>) -> Option<IpAddr> {
+    let extensions = request.extensions();
+    extensions
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|i| i.get_ref().remote_addr())
+        })
+        .map(|a| a.ip())
 }

@@ -7,7 +7,6 @@ mod convert;
 mod error;
 mod guard;
 mod hosts;
-mod limit;
 mod notifications;
 mod requests;
 mod segments;
@@ -21,7 +20,6 @@ use crate::service::Api;
 
 pub use convert::{notification_status_pb, notification_type_pb, recovery_method_pb, timestamp};
 pub use guard::GuardLayer;
-pub use limit::RateLimitLayer;
 pub use requests::{DomainRequest, decode_request};
 pub use trace::TraceLayer;
 

@@ -3,14 +3,16 @@
 //! allows in the path, and the URL it was sent to; and the permission
 //! check through the shared [`crate::auth::Guard`].
 
-use axum::extract::{FromRequestParts, RawPathParams};
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Uri, header};
 
 use super::RestState;
 use super::error::RestError;
 use super::version::{ApiVersion, MIN_VERSION};
-use crate::auth::{Operation, Principal, token_from_headers};
+use crate::auth::{Operation, Principal, Refusal, token_from_headers};
 
 /// Longest W3C `traceparent` kept for the recovery's trace.
 const TRACEPARENT_MAX: usize = 512;
@@ -22,6 +24,8 @@ pub struct Call {
     token: Option<String>,
     base_url: String,
     traceparent: Option<String>,
+    /// The address the request came from, for the request budgets.
+    client: Option<IpAddr>,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Call {
@@ -55,13 +59,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Call {
                 .and_then(|v| v.to_str().ok())
                 .filter(|v| v.len() <= TRACEPARENT_MAX)
                 .map(str::to_owned),
+            client: parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(addr)| addr.ip()),
         })
     }
 }
 
 impl Call {
-    /// Authenticates the caller and checks it may do `operation` (Masakari's
-    /// policy name is quoted when refusing).
+    /// Authenticates the caller, checks it may do `operation` (Masakari's
+    /// policy name is quoted when refusing) and counts the call against its
+    /// budget (`429 overLimit` with `Retry-After` beyond it).
     pub async fn allow(
         &self,
         state: &RestState,
@@ -69,14 +78,21 @@ impl Call {
     ) -> Result<Principal, RestError> {
         state
             .guard
-            .check(self.token.as_deref(), operation.action())
+            .admit(self.token.as_deref(), operation.action(), self.client)
             .await
-            .map_err(|e| {
-                RestError::from_auth(
+            .map_err(|refused| match refused {
+                Refusal::Auth(e) => RestError::from_auth(
                     e,
                     operation.masakari_policy().unwrap_or("os_masakari_api"),
                     state.keystone_uri.as_deref(),
-                )
+                ),
+                throttled @ Refusal::Throttled { wait, .. } => {
+                    tracing::info!(reason = %throttled, "rate limited");
+                    RestError::TooManyRequests {
+                        message: throttled.to_string(),
+                        retry_after: wait,
+                    }
+                }
             })
     }
 

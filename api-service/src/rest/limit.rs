@@ -1,58 +1,34 @@
-//! The REST API's protection, as the gRPC API has it: the per-client
-//! request budget (shared with gRPC), answered `429 overLimit` with
-//! `Retry-After`, and the request timeout, answered `503`. `/healthcheck`
-//! is never limited: load balancers must always get an answer.
+//! The REST API's request timeout, answered `503`. (The request budgets,
+//! shared with gRPC, are counted once the caller is authenticated:
+//! `Call::allow`, answered `429 overLimit` with `Retry-After`.)
 
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::RestError;
-use crate::rate_limit::RateLimiter;
 
 /// The limits of the REST API (`[limits]`).
 #[derive(Clone, Debug)]
 pub struct RestLimits {
-    /// The per-client budget, the one the gRPC API uses (none: no limit).
-    pub limiter: Option<RateLimiter>,
     /// A request not answered within this is abandoned: its transaction,
     /// if any, is rolled back.
     pub request_timeout: Duration,
 }
 
 impl Default for RestLimits {
-    /// No rate limit; the default `limits.request_timeout`.
+    /// The default `limits.request_timeout`.
     fn default() -> Self {
         Self {
-            limiter: None,
             request_timeout: Duration::from_secs(30),
         }
     }
 }
 
-/// The middleware: the budget first, then the timeout around the handler.
+/// The middleware: the timeout around the handler.
 pub async fn enforce(State(limits): State<RestLimits>, request: Request, next: Next) -> Response {
-    let client = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip());
-    let exempt = request.uri().path() == "/healthcheck";
-    if let (Some(limiter), Some(client), false) = (&limits.limiter, client, exempt)
-        && let Err(wait) = limiter.take(client, Instant::now())
-    {
-        tracing::info!(%client, path = %request.uri().path(), "rate limited");
-        return RestError::TooManyRequests {
-            message: format!(
-                "too many requests from {client}: retry in {} ms (limits.requests_per_second)",
-                wait.as_millis().max(1)
-            ),
-            retry_after: wait,
-        }
-        .into_response();
-    }
     let path = request.uri().path().to_owned();
     match tokio::time::timeout(limits.request_timeout, next.run(request)).await {
         Ok(response) => response,
@@ -92,7 +68,6 @@ mod tests {
     #[tokio::test]
     async fn a_request_over_its_time_is_abandoned_with_503() {
         let app = slow_app(RestLimits {
-            limiter: None,
             request_timeout: Duration::from_millis(10),
         });
         let request = Request::get("/v1/segments").body(Body::empty()).unwrap();
