@@ -370,6 +370,12 @@ impl Settings {
             None => None,
         };
         let mutual_tls = self.tls.enabled() && self.tls.client_ca_file.is_some();
+        if token.is_some() && !self.tls.enabled() && !self.listen.ip().is_loopback() {
+            tracing::warn!(
+                listen = %self.listen,
+                "the link token crosses the network in plaintext: set tls.cert_file and tls.key_file (or terminate tls in a mesh)"
+            );
+        }
         if token.is_none() && !mutual_tls {
             if !self.listen.ip().is_loopback() {
                 return Err(Error::Invalid(format!(

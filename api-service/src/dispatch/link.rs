@@ -78,6 +78,16 @@ impl EngineLink {
         } else if settings.engine_url.starts_with("https:") {
             return Err("dispatch.engine_url is https: set dispatch.tls.ca_file".to_owned());
         }
+        let loopback = endpoint.uri().host().is_some_and(|host| {
+            host == "localhost"
+                || host
+                    .trim_matches(|c| c == '[' || c == ']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+        if authorization.is_some() && settings.engine_url.starts_with("http:") && !loopback {
+            tracing::warn!(engine_url = %settings.engine_url, "the link token crosses the network in plaintext: use an https engine_url with dispatch.tls (or a mesh)");
+        }
         let endpoint = endpoint
             .connect_timeout(settings.connect_timeout)
             .http2_keep_alive_interval(Duration::from_secs(10))
