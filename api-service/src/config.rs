@@ -35,7 +35,8 @@ pub struct Settings {
     pub rest: RestSettings,
     pub log: LogSettings,
     pub telemetry: TelemetrySettings,
-    /// TLS of the public gRPC API.
+    /// TLS of the public APIs: gRPC and, with the same certificate and
+    /// client CA, the REST listener.
     pub tls: ServerTlsSettings,
     pub limits: LimitSettings,
     pub shutdown: ShutdownSettings,

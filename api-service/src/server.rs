@@ -6,7 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use instanceha_runtime::listen::without_nagle;
+use instanceha_runtime::listen::{TlsListener, without_nagle};
 use instanceha_runtime::shutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +66,8 @@ pub struct Server {
     limits: LimitSettings,
     /// The Masakari-compatible REST API, when enabled.
     rest: Option<(TcpListener, RestState)>,
+    /// Its TLS: the gRPC API's `[tls]` settings, as rustls needs them.
+    rest_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// How long to go on serving, not ready, after the shutdown signal.
     drain_delay: Duration,
 }
@@ -87,6 +89,24 @@ impl Server {
             .tls
             .load("tls")
             .map_err(|e| Error::Config(e.to_string()))?;
+        let rest_tls = settings
+            .tls
+            .rustls("tls")
+            .map_err(|e| Error::Config(e.to_string()))?;
+        if settings.auth.mode != crate::auth::AuthMode::None && tls.is_none() {
+            // Tokens in plaintext are anyone's on the path.
+            let listeners = std::iter::once(("grpc", settings.listen)).chain(
+                settings
+                    .rest
+                    .enabled
+                    .then_some(("rest", settings.rest.listen)),
+            );
+            for (listener, addr) in listeners {
+                if !addr.ip().is_loopback() {
+                    tracing::warn!(%listener, %addr, "callers' tokens cross the network in plaintext: set tls.cert_file and tls.key_file (or terminate tls in a mesh)");
+                }
+            }
+        }
         let store = Store::open(&settings.database).await?;
         let intake = IntakeSettings {
             max_report_age: settings.dispatch.expire_after,
@@ -137,6 +157,7 @@ impl Server {
             tls,
             limits: settings.limits.clone(),
             rest,
+            rest_tls,
             drain_delay: settings.shutdown.drain_delay,
         })
     }
@@ -189,21 +210,37 @@ impl Server {
         };
         let stop_rest = CancellationToken::new();
         let rest_draining = self.rest.as_ref().map(|(_, state)| state.draining());
+        let rest_tls = self.rest_tls;
         let rest_server = self.rest.map(|(listener, state)| {
             if let Ok(addr) = listener.local_addr() {
-                tracing::info!(%addr, "masakari-compatible rest api listening");
+                tracing::info!(%addr, tls = rest_tls.is_some(), "masakari-compatible rest api listening");
             }
             let stop = stop_rest.clone();
             tokio::spawn(async move {
                 let app = rest::router(state, rest_limits)
                     .into_make_service_with_connect_info::<SocketAddr>();
-                // Nagle off, as on the gRPC port (see `without_nagle`).
-                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                    let _ = tcp.set_nodelay(true);
-                });
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await
+                match rest_tls {
+                    Some(tls) => {
+                        // Nagle off inside; the tap only gives axum the
+                        // peer's address.
+                        let listener = axum::serve::ListenerExt::tap_io(
+                            TlsListener::new(listener, tls)?,
+                            |_| {},
+                        );
+                        axum::serve(listener, app)
+                            .with_graceful_shutdown(stop.cancelled_owned())
+                            .await
+                    }
+                    None => {
+                        // Nagle off, as on the gRPC port (see `without_nagle`).
+                        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                            let _ = tcp.set_nodelay(true);
+                        });
+                        axum::serve(listener, app)
+                            .with_graceful_shutdown(stop.cancelled_owned())
+                            .await
+                    }
+                }
             })
         });
         tracing::info!(%addr, "instanceha-api listening");

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use instanceha_runtime::environment::{self, LoadError, SettingsEnvironment};
+use instanceha_runtime::secret::Secret;
 use instanceha_runtime::shutdown::ShutdownSettings;
 use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use instanceha_runtime::tls::ServerTlsSettings;
@@ -29,6 +30,7 @@ use openstack_client::retry::RetryPolicy;
 pub struct Settings {
     /// Where the `instanceha.engine.v1.Engine` service listens.
     pub listen: SocketAddr,
+    pub link: LinkSettings,
     pub openstack: OpenStackSettings,
     pub recovery: RecoverySettings,
     pub host_failure: HostFailureSettings,
@@ -46,6 +48,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 15870)),
+            link: LinkSettings::default(),
             openstack: OpenStackSettings::default(),
             recovery: RecoverySettings::default(),
             host_failure: HostFailureSettings::default(),
@@ -57,6 +60,16 @@ impl Default for Settings {
             shutdown: ShutdownSettings::default(),
         }
     }
+}
+
+/// `[link]`: who may open a `Recover` stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LinkSettings {
+    /// A file holding the token the API shares with the engine (the API's
+    /// `dispatch.engine_token_file`): a call without it, as
+    /// `authorization: Bearer <token>`, is refused UNAUTHENTICATED.
+    pub token_file: Option<PathBuf>,
 }
 
 /// `[openstack]`: how to reach the cloud.
@@ -343,6 +356,41 @@ impl Settings {
         Ok(())
     }
 
+    /// The token a `Recover` call must present (`link.token_file`), if
+    /// any. Nobody but the API may start a recovery: on an address beyond
+    /// loopback the engine needs the token or mutual TLS
+    /// (`tls.client_ca_file`), and refuses to start without either; on
+    /// loopback it warns.
+    pub fn link_token(&self) -> Result<Option<Secret>, Error> {
+        let token = match &self.link.token_file {
+            Some(path) => Some(
+                Secret::read_file("link.token_file", path)
+                    .map_err(|e| Error::Invalid(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let mutual_tls = self.tls.enabled() && self.tls.client_ca_file.is_some();
+        if token.is_some() && !self.tls.enabled() && !self.listen.ip().is_loopback() {
+            tracing::warn!(
+                listen = %self.listen,
+                "the link token crosses the network in plaintext: set tls.cert_file and tls.key_file (or terminate tls in a mesh)"
+            );
+        }
+        if token.is_none() && !mutual_tls {
+            if !self.listen.ip().is_loopback() {
+                return Err(Error::Invalid(format!(
+                    "listen {} is reachable beyond this machine, and anyone reaching it could start a recovery: set link.token_file (and the API's dispatch.engine_token_file), or tls.cert_file, tls.key_file and tls.client_ca_file (mutual TLS)",
+                    self.listen
+                )));
+            }
+            tracing::warn!(
+                listen = %self.listen,
+                "the recover stream is unauthenticated (no link.token_file, no tls.client_ca_file): any local process may start a recovery"
+            );
+        }
+        Ok(token)
+    }
+
     /// The engine's credentials, the service identity's, and the client
     /// settings, resolved from this configuration, `clouds.yaml` and `env`.
     pub fn openstack_client(
@@ -534,6 +582,32 @@ mod tests {
             err.to_string().contains("openstack.nova_microversion"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_link_is_authenticated_beyond_loopback() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings {
+            listen: "0.0.0.0:15870".parse().unwrap(),
+            ..Settings::default()
+        };
+        let err = settings.link_token().unwrap_err().to_string();
+        assert!(err.contains("link.token_file"), "{err}");
+        assert!(err.contains("tls.client_ca_file"), "{err}");
+        // A server certificate alone authenticates the engine, not its
+        // callers.
+        settings.tls.cert_file = Some(dir.path().join("c.pem"));
+        settings.tls.key_file = Some(dir.path().join("k.pem"));
+        assert!(settings.link_token().is_err());
+        settings.tls.client_ca_file = Some(dir.path().join("ca.pem"));
+        assert!(settings.link_token().unwrap().is_none());
+        settings.tls = ServerTlsSettings::default();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "s3cret\n").unwrap();
+        settings.link.token_file = Some(path);
+        assert!(settings.link_token().unwrap().unwrap().matches(b"s3cret"));
+        // Loopback stays open, for tests and the demo.
+        assert!(Settings::default().link_token().unwrap().is_none());
     }
 
     #[test]

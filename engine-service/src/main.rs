@@ -99,9 +99,17 @@ fn main() -> ExitCode {
                 return (ExitCode::from(2), Some(telemetry));
             }
         };
+        let link_token = match settings.link_token() {
+            Ok(token) => token,
+            Err(e) => {
+                eprintln!("instanceha-engine: {e}");
+                return (ExitCode::from(2), Some(telemetry));
+            }
+        };
         let server = match Server::bind(settings.listen, engine).await {
             Ok(server) => server
                 .with_tls(tls)
+                .with_link_token(link_token)
                 .with_drain_delay(settings.shutdown.drain_delay)
                 .with_token_warm_up(settings.openstack.token_warmup_interval),
             Err(e) => {

@@ -15,7 +15,7 @@ use instanceha_runtime::shutdown;
 use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
 
-use crate::link::RecoverService;
+use crate::link::{LinkAuth, RecoverService};
 use crate::recovery::Engine;
 use openstack_client::OpenStack;
 
@@ -42,6 +42,8 @@ pub struct Server {
     listener: TcpListener,
     engine: Engine,
     tls: Option<tonic::transport::ServerTlsConfig>,
+    /// Who may open a `Recover` stream.
+    auth: LinkAuth,
     /// How long to go on serving, not ready, after the shutdown signal.
     drain_delay: Duration,
     /// How often the token is kept warm (zero: never).
@@ -60,6 +62,7 @@ impl Server {
             listener,
             engine,
             tls: None,
+            auth: LinkAuth::default(),
             drain_delay: Duration::ZERO,
             warm_up_interval: Duration::ZERO,
         })
@@ -84,6 +87,13 @@ impl Server {
     /// has a client CA).
     pub fn with_tls(mut self, tls: Option<tonic::transport::ServerTlsConfig>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Refuses `Recover` calls that do not present `token`
+    /// (`link.token_file`, from `Settings::link_token`).
+    pub fn with_link_token(mut self, token: Option<instanceha_runtime::secret::Secret>) -> Self {
+        self.auth = LinkAuth::new(token);
         self
     }
 
@@ -158,9 +168,10 @@ impl Server {
         let result = builder
             .http2_keepalive_interval(Some(Duration::from_secs(10)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-            .add_service(pb::engine_server::EngineServer::new(RecoverService::new(
-                self.engine.clone(),
-            )))
+            .add_service(pb::engine_server::EngineServer::with_interceptor(
+                RecoverService::new(self.engine.clone()),
+                self.auth,
+            ))
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)

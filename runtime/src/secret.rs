@@ -1,12 +1,30 @@
 //! The one secret type: passwords, application-credential secrets and API
 //! tokens. Held in `secrecy`'s `SecretString` (wiped from memory when
 //! dropped, never printed by `Debug`), with the serde and equality the
-//! settings need. Read it only where it is sent, with [`Secret::expose`].
+//! settings need. Read it only where it is sent, with [`Secret::expose`],
+//! and compare what a caller presents with [`Secret::matches`] (constant
+//! time). Shared secrets live in files (a mounted Kubernetes Secret):
+//! [`Secret::read_file`].
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use subtle::ConstantTimeEq as _;
+
+/// A secret file that cannot be used; the message names the setting.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretFileError {
+    #[error("{setting}: cannot read {path}: {source}")]
+    Read {
+        setting: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{setting}: {path} is empty")]
+    Empty { setting: String, path: PathBuf },
+}
 
 #[derive(Clone, Default)]
 pub struct Secret(SecretString);
@@ -23,6 +41,31 @@ impl Secret {
 
     pub fn is_empty(&self) -> bool {
         self.expose().is_empty()
+    }
+
+    /// The content of the file `setting` names, without the whitespace
+    /// around it (the newline an editor or `kubectl` leaves); an empty file
+    /// is refused, it would be a secret anyone knows.
+    pub fn read_file(setting: &str, path: &Path) -> Result<Self, SecretFileError> {
+        let content = std::fs::read_to_string(path).map_err(|source| SecretFileError::Read {
+            setting: setting.to_owned(),
+            path: path.to_owned(),
+            source,
+        })?;
+        let secret = Self::new(content.trim());
+        if secret.is_empty() {
+            return Err(SecretFileError::Empty {
+                setting: setting.to_owned(),
+                path: path.to_owned(),
+            });
+        }
+        Ok(secret)
+    }
+
+    /// Whether `presented` is this secret, in time that does not depend on
+    /// where they differ (only on their lengths).
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        self.expose().as_bytes().ct_eq(presented).into()
     }
 }
 
@@ -70,5 +113,22 @@ mod tests {
         assert_eq!(serde_json::to_string(&secret).unwrap(), "\"<redacted>\"");
         let read: Secret = serde_json::from_str("\"s3cret\"").unwrap();
         assert_eq!(read, Secret::new("s3cret"));
+    }
+
+    #[test]
+    fn a_secret_file_is_read_trimmed_and_an_empty_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "s3cret\n").unwrap();
+        let secret = Secret::read_file("link.token_file", &path).unwrap();
+        assert!(secret.matches(b"s3cret"));
+        assert!(!secret.matches(b"s3cret\n"));
+        assert!(!secret.matches(b"s3creT"));
+        assert!(!secret.matches(b""));
+        std::fs::write(&path, " \n").unwrap();
+        let err = Secret::read_file("link.token_file", &path).unwrap_err();
+        assert!(err.to_string().contains("link.token_file"), "{err}");
+        let err = Secret::read_file("link.token_file", &dir.path().join("none")).unwrap_err();
+        assert!(err.to_string().contains("cannot read"), "{err}");
     }
 }

@@ -1,9 +1,14 @@
-//! TLS for the gRPC links (rustls through tonic): a server's certificate
+//! TLS for the gRPC links (rustls through tonic) and the REST listener
+//! (rustls directly, [`ServerTlsSettings::rustls`]): a server's certificate
 //! and key, with client-certificate authentication when a client CA is
 //! given; and a client's trusted CA, certificate and key. Settings name
 //! files; errors name the setting and the file.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use serde::{Deserialize, Serialize};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
@@ -45,6 +50,12 @@ pub enum TlsError {
     },
     #[error("{0}")]
     Incomplete(String),
+    #[error("{setting}: {path}: {reason}")]
+    Invalid {
+        setting: String,
+        path: PathBuf,
+        reason: String,
+    },
 }
 
 fn read(setting: String, path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -91,6 +102,65 @@ impl ServerTlsSettings {
             )?));
         }
         Ok(Some(config))
+    }
+}
+
+impl ServerTlsSettings {
+    /// The same settings as a rustls configuration, for a listener that
+    /// is not tonic's (the REST API); HTTP/2 and HTTP/1.1 are offered.
+    pub fn rustls(&self, section: &str) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
+        // The checks and messages of `load`.
+        if self.load(section)?.is_none() {
+            return Ok(None);
+        }
+        let (Some(cert), Some(key)) = (&self.cert_file, &self.key_file) else {
+            return Ok(None);
+        };
+        let invalid = |setting: &str, path: &Path, reason: String| TlsError::Invalid {
+            setting: format!("{section}.{setting}"),
+            path: path.to_owned(),
+            reason,
+        };
+        let certificates = |setting: &str, path: &Path| {
+            let pem = read(format!("{section}.{setting}"), path)?;
+            let certificates = CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| invalid(setting, path, e.to_string()))?;
+            if certificates.is_empty() {
+                return Err(invalid(setting, path, "no certificate".to_owned()));
+            }
+            Ok(certificates)
+        };
+        let chain = certificates("cert_file", cert)?;
+        let private_key = PrivateKeyDer::from_pem_slice(&read(format!("{section}.key_file"), key)?)
+            .map_err(|e| invalid("key_file", key, e.to_string()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Incomplete(format!("{section}: {e}")))?;
+        let builder = match &self.client_ca_file {
+            Some(ca) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for certificate in certificates("client_ca_file", ca)? {
+                    roots
+                        .add(certificate)
+                        .map_err(|e| invalid("client_ca_file", ca, e.to_string()))?;
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .map_err(|e| invalid("client_ca_file", ca, e.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder
+            .with_single_cert(chain, private_key)
+            .map_err(|e| invalid("key_file", key, e.to_string()))?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Some(Arc::new(config)))
     }
 }
 
@@ -175,6 +245,20 @@ mod tests {
             client_ca_file: Some(dir.path().join("c.pem")),
         };
         assert!(server.load("tls").unwrap().is_some());
+        assert!(server.rustls("tls").unwrap().is_some());
+        assert!(
+            ServerTlsSettings::default()
+                .rustls("tls")
+                .unwrap()
+                .is_none()
+        );
+        let swapped = ServerTlsSettings {
+            cert_file: Some(dir.path().join("k.pem")),
+            key_file: Some(dir.path().join("c.pem")),
+            client_ca_file: None,
+        };
+        let err = swapped.rustls("tls").unwrap_err();
+        assert!(err.to_string().contains("tls.cert_file"), "{err}");
         let client = ClientTlsSettings {
             ca_file: Some(dir.path().join("c.pem")),
             ..ClientTlsSettings::default()

@@ -131,6 +131,7 @@ pub async fn start_engine(settings: EngineSettings) -> Result<Process, StartErro
         .openstack_client(&BTreeMap::new())
         .map_err(|e| fail(e.to_string()))?;
     let tls = settings.tls.load("tls").map_err(|e| fail(e.to_string()))?;
+    let link_token = settings.link_token().map_err(|e| fail(e.to_string()))?;
     let warm_up = settings.openstack.token_warmup_interval;
     let runtime = runtime("instanceha-engine")?;
     let (tx, rx) = oneshot::channel();
@@ -146,7 +147,12 @@ pub async fn start_engine(settings: EngineSettings) -> Result<Process, StartErro
             );
             instanceha_engine::server::Server::bind(settings.listen, engine)
                 .await
-                .map(|server| server.with_tls(tls).with_token_warm_up(warm_up))
+                .map(|server| {
+                    server
+                        .with_tls(tls)
+                        .with_link_token(link_token)
+                        .with_token_warm_up(warm_up)
+                })
                 .map_err(|e| e.to_string())
         };
         match bound.await {

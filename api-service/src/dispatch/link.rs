@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 use instanceha_proto::engine::v1 as pb;
+use instanceha_runtime::secret::Secret;
 use pb::engine_client::EngineClient;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
@@ -29,6 +30,9 @@ const MAX_DECODING: usize = 16 * 1024 * 1024;
 pub struct EngineLink {
     client: EngineClient<Channel>,
     url: String,
+    /// The `authorization` metadata of every stream
+    /// (`dispatch.engine_token_file`).
+    authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
 }
 
 /// What came from a run's stream.
@@ -45,9 +49,22 @@ pub enum Received {
 }
 
 impl EngineLink {
-    /// A lazily connecting client for `settings.engine_url`, with TLS when
-    /// configured.
+    /// A lazily connecting client for `settings.engine_url`, with TLS and
+    /// the link token when configured.
     pub fn new(settings: &DispatchSettings) -> Result<Self, String> {
+        let authorization = match &settings.engine_token_file {
+            Some(path) => {
+                let token = Secret::read_file("dispatch.engine_token_file", path)
+                    .map_err(|e| e.to_string())?;
+                let mut value: tonic::metadata::MetadataValue<_> =
+                    format!("Bearer {}", token.expose()).parse().map_err(|_| {
+                        "dispatch.engine_token_file: the token must be printable ASCII".to_owned()
+                    })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
         let mut endpoint = Endpoint::from_shared(settings.engine_url.clone())
             .map_err(|e| format!("dispatch.engine_url: {e}"))?;
         if let Some(tls) = settings
@@ -61,6 +78,16 @@ impl EngineLink {
         } else if settings.engine_url.starts_with("https:") {
             return Err("dispatch.engine_url is https: set dispatch.tls.ca_file".to_owned());
         }
+        let loopback = endpoint.uri().host().is_some_and(|host| {
+            host == "localhost"
+                || host
+                    .trim_matches(|c| c == '[' || c == ']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+        if authorization.is_some() && settings.engine_url.starts_with("http:") && !loopback {
+            tracing::warn!(engine_url = %settings.engine_url, "the link token crosses the network in plaintext: use an https engine_url with dispatch.tls (or a mesh)");
+        }
         let endpoint = endpoint
             .connect_timeout(settings.connect_timeout)
             .http2_keep_alive_interval(Duration::from_secs(10))
@@ -70,6 +97,7 @@ impl EngineLink {
             client: EngineClient::new(endpoint.connect_lazy())
                 .max_decoding_message_size(MAX_DECODING),
             url: settings.engine_url.clone(),
+            authorization,
         })
     }
 
@@ -85,8 +113,12 @@ impl EngineLink {
         let _ = requests.send(convert::start_run(start)).await;
         let mut headers = http::HeaderMap::new();
         instanceha_runtime::propagation::inject_current(&mut headers);
+        let mut metadata = tonic::metadata::MetadataMap::from_headers(headers);
+        if let Some(authorization) = &self.authorization {
+            metadata.insert("authorization", authorization.clone());
+        }
         let request = tonic::Request::from_parts(
-            tonic::metadata::MetadataMap::from_headers(headers),
+            metadata,
             tonic::Extensions::default(),
             ReceiverStream::new(outbound),
         );

@@ -3,6 +3,7 @@
 //! scans, limits and expiry.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use instanceha_runtime::backoff::Backoff;
@@ -21,6 +22,10 @@ pub struct DispatchSettings {
     /// The engine's gRPC address (one engine, or a Service in front of
     /// several).
     pub engine_url: String,
+    /// A file holding the token shared with the engine (its
+    /// `link.token_file`), sent on every `Recover` stream as
+    /// `authorization: Bearer <token>`.
+    pub engine_token_file: Option<PathBuf>,
     /// This replica's name in run claims; replicas sharing a database need
     /// distinct names, and a replica that keeps its name resumes its own
     /// runs at once when it restarts. Default: `$HOSTNAME`, else a name
@@ -74,6 +79,7 @@ impl Default for DispatchSettings {
         Self {
             enabled: true,
             engine_url: "http://127.0.0.1:15870".to_owned(),
+            engine_token_file: None,
             replica_id: None,
             max_attempts: 20,
             retry_window: Duration::from_secs(30 * 60),

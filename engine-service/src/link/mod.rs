@@ -2,9 +2,13 @@
 //! Recover`): takes `Start`, runs the recovery, sends its events numbered
 //! in order, reads the API's acks, and cancels the run on `Cancel` or when
 //! the API goes away. After `Done` it waits for the API to acknowledge it
-//! (that is, to have persisted everything) before closing.
+//! (that is, to have persisted everything) before closing. [`LinkAuth`]
+//! checks the caller first.
 
+mod auth;
 mod convert;
+
+pub use auth::LinkAuth;
 
 use std::pin::Pin;
 use std::time::Duration;

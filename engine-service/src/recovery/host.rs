@@ -129,6 +129,14 @@ impl Run {
             return Ok(RunOutcome::Ignored { message });
         }
         let fenced = host_status == Some("NORMAL");
+        if !fenced && let Some(message) = self.unfenced_and_up(&host).await? {
+            self.reporter.progress(
+                "check_compute_service",
+                ProgressState::Skipped,
+                message.clone(),
+            );
+            return Ok(RunOutcome::Ignored { message });
+        }
         self.reporter.host_update(&host, Some(true), None);
 
         // Nova refuses evacuations while it thinks the source is up.
@@ -435,6 +443,26 @@ impl Run {
             }
         }
         outcomes
+    }
+
+    /// Why a host not reported fenced must be left alone: Nova sees its
+    /// nova-compute up (state up, not forced down), so the host may well be
+    /// running its instances, and forcing it down would let Nova start
+    /// second copies. `None` when Nova sees it down or forced down, or
+    /// cannot say (the service step that follows reports that).
+    async fn unfenced_and_up(&self, host: &str) -> Result<Option<String>, Cancelled> {
+        let service = self
+            .or_cancel(self.openstack().compute_service(host))
+            .await?;
+        Ok(match service {
+            Ok(Some(service)) if service.state == "up" && service.forced_down != Some(true) => {
+                Some(format!(
+                    "nova reports nova-compute on {host} up and the report does not say the host was fenced \
+                     (host_status NORMAL): forcing it down could run two copies of its instances"
+                ))
+            }
+            _ => None,
+        })
     }
 
     /// Forces the failed host's nova-compute down (if configured), then

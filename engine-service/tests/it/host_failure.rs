@@ -361,3 +361,72 @@ async fn fifty_instances_recover_together() {
         stats.ideal_makespan.unwrap_or_default()
     );
 }
+
+/// With `require_fencing` off, a host not reported fenced is still never
+/// taken down while Nova sees its nova-compute up: the run is ignored and
+/// Nova is left alone. Once Nova sees it down, the same report recovers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfenced_host_nova_sees_up_is_not_taken_down() {
+    let scenario =
+        fast(two_hosts_and_a_spare().instance(InstanceSpec::new("web-1", "compute-01").ha(true)));
+    let mut cloud = Cloud::start_with(
+        scenario,
+        |engine| engine.host_failure.require_fencing = false,
+        |_| {},
+    )
+    .await;
+    cloud
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
+        .await;
+    let unfenced = [("event", "STOPPED"), ("host_status", "UNKNOWN")];
+    let n = cloud
+        .report(pb::NotificationType::ComputeHost, "compute-01", &unfenced)
+        .await;
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    assert_eq!(status(&n), pb::NotificationStatus::Ignored);
+    assert!(
+        n.message.contains("up") && n.message.contains("fenced"),
+        "{}",
+        n.message
+    );
+    let writes = cloud
+        .sim
+        .request_log(None)
+        .into_iter()
+        .filter(|r| r.service == "compute" && r.method != "GET")
+        .count();
+    assert_eq!(writes, 0, "no write to Nova for a compute Nova sees up");
+    assert_eq!(cloud.server("web-1").host.as_deref(), Some("compute-01"));
+
+    // The host dies; once Nova sees its service down, it is recovered.
+    cloud.sim.power_off("compute-01").unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while cloud
+        .sim
+        .snapshot()
+        .hosts
+        .iter()
+        .any(|h| h.host.name == "compute-01" && h.service_state == "up")
+    {
+        assert!(Instant::now() < deadline, "nova never saw compute-01 down");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // (Another payload: the same one again would be a duplicate.)
+    let n = cloud
+        .report(
+            pb::NotificationType::ComputeHost,
+            "compute-01",
+            &[
+                ("event", "STOPPED"),
+                ("host_status", "UNKNOWN"),
+                ("cluster_status", "OFFLINE"),
+            ],
+        )
+        .await;
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(cloud.server("web-1").host.as_deref(), Some("compute-02"));
+}

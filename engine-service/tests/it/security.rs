@@ -1,9 +1,11 @@
 //! TLS on the public API and mutual TLS between the API and the engine,
-//! with certificates generated for the test.
+//! with certificates generated for the test; the engine link's shared
+//! token, and the engine's refusal to listen beyond loopback unguarded.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use instanceha_proto::engine::v1 as engine_pb;
 use instanceha_proto::v1 as pb;
 use instanceha_runtime::tls::{ClientTlsSettings, ServerTlsSettings};
 use openstack_sim::Scenario;
@@ -203,4 +205,152 @@ async fn the_engine_link_needs_the_api_client_certificate() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(engine);
+}
+
+/// A token file shared by the engine and the API.
+fn token_file(dir: &Path, token: &str) -> PathBuf {
+    let path = dir.join("link-token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_beyond_loopback_without_credentials_refuses_to_start() {
+    let sim = openstack_sim::Sim::start(scenario(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let open = engine_settings(&sim, "0.0.0.0:0".parse().unwrap());
+    let err = match start_engine(open.clone()).await {
+        Ok(_) => panic!("an unauthenticated engine started on 0.0.0.0"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("link.token_file"), "{err}");
+    assert!(err.contains("tls.client_ca_file"), "{err}");
+    // A server certificate alone does not authenticate the callers.
+    let pki = Pki::new();
+    let mut server_only = open.clone();
+    server_only.tls = pki.server(false);
+    assert!(start_engine(server_only).await.is_err());
+    // With either guard it starts.
+    let dir = tempfile::tempdir().unwrap();
+    let mut with_token = open.clone();
+    with_token.link.token_file = Some(token_file(dir.path(), "s3cret"));
+    start_engine(with_token)
+        .await
+        .expect("an engine with a link token starts");
+    let mut with_mtls = open;
+    with_mtls.tls = pki.server(true);
+    start_engine(with_mtls)
+        .await
+        .expect("an engine with mutual TLS starts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_link_with_the_shared_token_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), "the-shared-link-token");
+    let mut cloud = Cloud::start_with(
+        scenario(),
+        |engine| engine.link.token_file = Some(token.clone()),
+        |api| api.dispatch.engine_token_file = Some(token.clone()),
+    )
+    .await;
+    cloud
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
+        .await;
+    let n = cloud.host_fails("compute-01").await;
+    let n = cloud.terminal(&n.id, Duration::from_secs(30)).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(cloud.server("web-1").host.as_deref(), Some("compute-02"));
+}
+
+/// A `Start` for compute-01's failure, as only the API may send it.
+fn start_run() -> engine_pb::RecoverRequest {
+    engine_pb::RecoverRequest {
+        body: Some(engine_pb::recover_request::Body::StartRun(
+            engine_pb::StartRun {
+                run_id: "00000000-0000-4000-8000-000000000001".to_owned(),
+                attempt: 1,
+                notification: Some(engine_pb::Notification {
+                    id: "00000000-0000-4000-8000-000000000002".to_owned(),
+                    r#type: pb::NotificationType::ComputeHost as i32,
+                    hostname: "compute-01".to_owned(),
+                    payload: [
+                        ("event".to_owned(), "STOPPED".to_owned()),
+                        ("host_status".to_owned(), "NORMAL".to_owned()),
+                    ]
+                    .into(),
+                    generated_time: Some(instanceha_testkit::cloud::now()),
+                }),
+                segment: Some(engine_pb::Segment {
+                    id: "00000000-0000-4000-8000-000000000003".to_owned(),
+                    name: "rack-a".to_owned(),
+                    recovery_method: pb::RecoveryMethod::Auto as i32,
+                    service_type: "COMPUTE".to_owned(),
+                }),
+                reserved_hosts: Vec::new(),
+                instances: Vec::new(),
+                kind: engine_pb::RunKind::Recover as i32,
+            },
+        )),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recover_call_without_the_link_token_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), "the-shared-link-token");
+    let cloud = Cloud::start_with(
+        scenario(),
+        |engine| engine.link.token_file = Some(token.clone()),
+        |api| api.dispatch.engine_token_file = Some(token.clone()),
+    )
+    .await;
+    cloud.sim.power_off("compute-01").unwrap();
+    let since = cloud.sim.last_request_seq();
+    let channel = instanceha_testkit::cloud::connect(cloud.engine.addr).await;
+    for authorization in [
+        None,
+        Some("Bearer not-the-token"),
+        Some("the-shared-link-token"),
+    ] {
+        let mut client = engine_pb::engine_client::EngineClient::new(channel.clone());
+        let mut request = tonic::Request::new(tokio_stream::iter(vec![start_run()]));
+        if let Some(value) = authorization {
+            request
+                .metadata_mut()
+                .insert("authorization", value.parse().unwrap());
+        }
+        let status = match client.recover(request).await {
+            Ok(_) => panic!("a recover call with {authorization:?} was accepted"),
+            Err(status) => status,
+        };
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unauthenticated,
+            "{authorization:?}: {status}"
+        );
+    }
+    // The engine did nothing in the cloud: no write, the server in place.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writes: Vec<_> = cloud
+        .sim
+        .request_log(Some(since))
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    assert_eq!(cloud.server("web-1").host.as_deref(), Some("compute-01"));
+    let snapshot = cloud.sim.snapshot();
+    assert!(
+        snapshot
+            .hosts
+            .iter()
+            .all(|h| !h.host.forced_down && h.host.enabled),
+        "a compute service was forced down or disabled"
+    );
 }

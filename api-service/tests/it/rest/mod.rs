@@ -10,6 +10,7 @@ mod hosts;
 mod notifications;
 mod protocol;
 mod segments;
+mod tls;
 
 use reqwest::Method;
 use serde_json::{Value, json};
