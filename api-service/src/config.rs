@@ -79,6 +79,10 @@ pub struct LimitSettings {
     pub anonymous_burst: u32,
     /// The largest request accepted, in bytes.
     pub max_message_bytes: usize,
+    /// Concurrent `WatchNotification` streams per caller (user or token
+    /// name; without authentication, per address) and in all.
+    pub max_watches_per_caller: usize,
+    pub max_watches: usize,
 }
 
 impl Default for LimitSettings {
@@ -90,6 +94,8 @@ impl Default for LimitSettings {
             anonymous_requests_per_second: 20.0,
             anonymous_burst: 40,
             max_message_bytes: crate::grpc::MAX_MESSAGE_BYTES,
+            max_watches_per_caller: 100,
+            max_watches: 2000,
         }
     }
 }
@@ -163,6 +169,12 @@ impl Settings {
         }
         self.dispatch.validate().map_err(Error::Invalid)?;
         self.telemetry.validate().map_err(Error::Invalid)?;
+        if self.limits.max_watches == 0 || self.limits.max_watches_per_caller == 0 {
+            return Err(Error::Invalid(
+                "limits.max_watches and limits.max_watches_per_caller: must be 1 or more"
+                    .to_owned(),
+            ));
+        }
         if self.limits.anonymous_requests_per_second.is_nan()
             || self.limits.anonymous_requests_per_second < 0.0
         {

@@ -203,8 +203,12 @@ impl Server {
             .dispatcher
             .map(|d| tokio::spawn(d.run(stop_dispatch.clone())));
 
-        let routes =
-            grpc::routes(&self.api, self.limits.max_message_bytes)?.add_service(health_service);
+        let routes = grpc::routes(
+            &self.api,
+            self.limits.max_message_bytes,
+            grpc::WatchSlots::new(self.limits.max_watches_per_caller, self.limits.max_watches),
+        )?
+        .add_service(health_service);
         let rest_limits = RestLimits {
             request_timeout: self.limits.request_timeout,
         };

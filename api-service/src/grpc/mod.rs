@@ -12,6 +12,7 @@ mod requests;
 mod segments;
 mod trace;
 mod vmoves;
+mod watches;
 
 use instanceha_proto::v1 as pb;
 use tonic::service::Routes;
@@ -22,6 +23,7 @@ pub use convert::{notification_status_pb, notification_type_pb, recovery_method_
 pub use guard::GuardLayer;
 pub use requests::{DomainRequest, decode_request};
 pub use trace::TraceLayer;
+pub use watches::WatchSlots;
 
 /// The default largest request (a notification is a few hundred bytes; a
 /// page of 1,000 hosts in a response is well below this).
@@ -31,6 +33,7 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 pub fn routes(
     api: &Api,
     max_message_bytes: usize,
+    watches: WatchSlots,
 ) -> Result<Routes, tonic_reflection::server::Error> {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(instanceha_proto::PUBLIC_DESCRIPTOR_SET)
@@ -52,7 +55,10 @@ pub fn routes(
     )
     .add_service(
         pb::notification_service_server::NotificationServiceServer::new(
-            notifications::NotificationHandlers { api: api.clone() },
+            notifications::NotificationHandlers {
+                api: api.clone(),
+                watches,
+            },
         )
         .max_decoding_message_size(max_message_bytes),
     )

@@ -5,11 +5,14 @@ use instanceha_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::requests::{self, NOTIFICATIONS as KIND};
+use super::watches::WatchSlots;
+use crate::auth::Principal;
 use crate::service::{Api, WatchUpdate};
 use tokio_stream::StreamExt as _;
 
 pub struct NotificationHandlers {
     pub api: Api,
+    pub watches: WatchSlots,
 }
 
 type UpdateStream =
@@ -47,10 +50,22 @@ impl pb::notification_service_server::NotificationService for NotificationHandle
         &self,
         request: Request<pb::WatchNotificationRequest>,
     ) -> Result<Response<Self::WatchNotificationStream>, Status> {
+        // Without authentication every caller is `anonymous`: the address
+        // stands for the caller then.
+        let caller = match request.extensions().get::<Principal>() {
+            Some(p) if p.name != "anonymous" => p.name.clone(),
+            _ => request
+                .remote_addr()
+                .map_or_else(|| "anonymous".to_owned(), |a| a.ip().to_string()),
+        };
+        let slot = self.watches.take(&caller)?;
         let id = requests::watch_notification(request.into_inner())?;
         let updates = self.api.watch_notification(id).await?;
-        let stream = tokio_stream::wrappers::ReceiverStream::new(updates)
-            .map(|update| update.map(update_message).map_err(Status::from));
+        // The slot goes with the stream: back when it ends or is dropped.
+        let stream = tokio_stream::wrappers::ReceiverStream::new(updates).map(move |update| {
+            let _held = &slot;
+            update.map(update_message).map_err(Status::from)
+        });
         Ok(Response::new(Box::pin(stream)))
     }
 

@@ -93,7 +93,14 @@ impl Api {
                     return Ok(());
                 }
             }
-            match feed.recv().await {
+            let received = tokio::select! {
+                // The client left: end now, not at the next change (a
+                // quiet notification would keep this task, its snapshot
+                // and its place in the feed until then).
+                () = tx.closed() => return Ok(()),
+                received = feed.recv() => received,
+            };
+            match received {
                 Ok(change) if change.notification_id() == id => {
                     next = Some(match change.as_ref() {
                         Change::Notification(n) => WatchUpdate::Notification(n.clone()),

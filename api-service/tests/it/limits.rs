@@ -215,3 +215,67 @@ async fn an_anonymous_flood_from_one_address_does_not_refuse_an_agents_reports()
     assert!(refused.is_empty(), "reports refused: {refused:?}");
     app.stop().await;
 }
+
+/// Issue 16: "one reader token opened 15,000 concurrent WatchNotification
+/// streams". Watches are bounded per caller and in all, and a stream's
+/// slot comes back when its client goes away.
+#[tokio::test]
+async fn watch_streams_are_bounded_and_their_slots_come_back() {
+    let mut app = spawn_app_with(Backend::Sqlite, |s| {
+        s.limits.max_watches_per_caller = 2;
+        s.limits.max_watches = 3;
+    })
+    .await
+    .unwrap();
+    segment_with_hosts(&mut app, "rack-a", &["compute-01"]).await;
+    // Dispatch is off in these tests: the notification stays `new`, and
+    // its watches open.
+    let n = app
+        .notifications
+        .create_notification(host_down("compute-01"))
+        .await
+        .unwrap()
+        .into_inner();
+    let watch = |mut client: pb::notification_service_client::NotificationServiceClient<
+        tonic::transport::Channel,
+    >,
+                 id: String| async move {
+        client
+            .watch_notification(pb::WatchNotificationRequest { id })
+            .await
+            .map(tonic::Response::into_inner)
+    };
+    let first = watch(app.notifications.clone(), n.id.clone())
+        .await
+        .unwrap();
+    let second = watch(app.notifications.clone(), n.id.clone())
+        .await
+        .unwrap();
+    let refused = watch(app.notifications.clone(), n.id.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("limits.max_watches_per_caller"),
+        "{refused:?}"
+    );
+    // The client drops one stream: its slot comes back.
+    drop(first);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let third = loop {
+        match watch(app.notifications.clone(), n.id.clone()).await {
+            Ok(stream) => break stream,
+            Err(status) if status.code() == Code::ResourceExhausted => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the slot of a dropped stream never came back"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    };
+    // Streams still open would hold the graceful shutdown.
+    drop((second, third));
+    app.stop().await;
+}
