@@ -11,6 +11,7 @@ mod limit;
 mod notifications;
 mod requests;
 mod segments;
+mod size;
 mod trace;
 mod vmoves;
 
@@ -23,6 +24,7 @@ pub use convert::{notification_status_pb, notification_type_pb, recovery_method_
 pub use guard::GuardLayer;
 pub use limit::RateLimitLayer;
 pub use requests::{DomainRequest, decode_request};
+pub use size::{MAX_HEADER_LIST_BYTES, MAX_METADATA_BYTES, SizeLayer};
 pub use trace::TraceLayer;
 
 /// The default largest request (a notification is a few hundred bytes; a
