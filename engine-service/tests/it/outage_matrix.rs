@@ -430,7 +430,7 @@ async fn one(case: Case) -> (String, Vec<String>) {
 
     let world = sim.snapshot();
     for server in &world.instances {
-        let state = serde_json::to_value(&server.vm_state).unwrap_or_default();
+        let state = serde_json::to_value(server.vm_state).unwrap_or_default();
         if server.host.as_deref() != Some(SPARE_HOST) || state != "active" {
             wrong.push(format!("{} is {state} on {:?}", server.name, server.host));
         }
