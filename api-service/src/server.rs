@@ -17,7 +17,7 @@ use crate::auth::Guard;
 use crate::changes::ChangeFeed;
 use crate::config::{LimitSettings, Settings};
 use crate::dispatch::Dispatcher;
-use crate::grpc::{self, GuardLayer, TraceLayer};
+use crate::grpc::{self, GuardLayer, SizeLayer, TraceLayer};
 use crate::rate_limit::RateLimiter;
 use crate::rest::{self, RestLimits, RestState};
 use crate::service::{Api, IntakeSettings};
@@ -256,7 +256,9 @@ impl Server {
         }
         let result = builder
             .timeout(self.limits.request_timeout)
+            .http2_max_header_list_size(grpc::MAX_HEADER_LIST_BYTES)
             .layer(TraceLayer)
+            .layer(SizeLayer)
             .layer(GuardLayer::new(self.guard))
             .add_routes(routes)
             .serve_with_incoming_shutdown(without_nagle(self.listener), async {

@@ -78,7 +78,7 @@ impl NotificationStatus {
     /// The status a report is stored with, as the intake rules decided.
     pub fn at_intake(verdict: &IntakeVerdict) -> Self {
         match verdict {
-            IntakeVerdict::Accept => Self::New,
+            IntakeVerdict::Accept | IntakeVerdict::AcceptNoted { .. } => Self::New,
             IntakeVerdict::Ignore { .. } => Self::Ignored,
         }
     }
@@ -114,6 +114,9 @@ impl fmt::Display for NotificationStatus {
 pub enum IntakeVerdict {
     /// Stored to be recovered.
     Accept,
+    /// Stored to be recovered, with a note for its message (for example:
+    /// its `generated_time` was too far ahead and is the received time).
+    AcceptNoted { note: String },
     /// Stored, but nothing is to be done (for example: its segment is
     /// disabled); the reason becomes its message.
     Ignore { reason: String },
@@ -124,6 +127,7 @@ impl IntakeVerdict {
     pub fn message(&self) -> Option<&str> {
         match self {
             Self::Accept => None,
+            Self::AcceptNoted { note } => Some(note),
             Self::Ignore { reason } => Some(reason),
         }
     }

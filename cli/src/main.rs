@@ -142,7 +142,7 @@ async fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(err) => {
             if !err.is_broken_pipe() {
-                eprintln!("error: {err}");
+                eprintln!("error: {}", output::shown(&err.to_string()));
             }
             err.exit().into()
         }

@@ -8,6 +8,8 @@ use clap::ValueEnum;
 use comfy_table::{ContentArrangement, Table};
 use serde::Serialize;
 
+use instanceha_api::domain::is_unsafe_to_show;
+
 use crate::resources::{Host, Notification, ProgressEvent, Segment, Vmove};
 
 /// How results are printed.
@@ -81,6 +83,32 @@ pub fn name_of<T: ToString>(value: Option<T>) -> String {
         .unwrap_or_else(|| "-".to_owned())
 }
 
+/// `value` safe to put on a terminal: every control character (ESC, BEL,
+/// DEL, C1...) but the newline, and every bidirectional or zero-width
+/// character, as a `\u{..}` escape. What the server holds is printed
+/// through this, so that a row stored before the API refused such
+/// characters cannot drive or deceive the operator's terminal. JSON and
+/// YAML output escape for themselves.
+pub fn shown(value: &str) -> String {
+    if !value.chars().any(|c| c != '\n' && is_unsafe_to_show(c)) {
+        return value.to_owned();
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        if c != '\n' && is_unsafe_to_show(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Cells escaped with [`shown`].
+pub fn shown_row(cells: Vec<String>) -> Vec<String> {
+    cells.iter().map(|cell| shown(cell)).collect()
+}
+
 /// Empty text as `-`, so that columns never look misaligned.
 pub fn text(value: &str) -> String {
     if value.is_empty() {
@@ -123,7 +151,7 @@ pub fn render_list<T: Tabular + Serialize>(format: Format, items: &[T]) -> Resul
     }
     let mut table = new_table(T::COLUMNS);
     for item in items {
-        table.add_row(item.row());
+        table.add_row(shown_row(item.row()));
     }
     Ok(format!("{table}\n"))
 }
@@ -135,7 +163,7 @@ pub fn render_one<T: Tabular + Serialize>(format: Format, item: &T) -> Result<St
     }
     let mut table = new_table(&["Field", "Value"]);
     for (field, value) in item.fields() {
-        table.add_row(vec![field.to_owned(), value]);
+        table.add_row(vec![field.to_owned(), shown(&value)]);
     }
     let mut out = format!("{table}\n");
     for (title, detail) in item.detail_tables() {
@@ -267,7 +295,7 @@ impl Tabular for Notification {
         let title = format!("progress events ({})", self.progress_events.len());
         let mut table = new_table(ProgressEvent::COLUMNS);
         for event in &self.progress_events {
-            table.add_row(event.row());
+            table.add_row(shown_row(event.row()));
         }
         vec![(title, table)]
     }
@@ -406,5 +434,28 @@ mod tests {
         assert_eq!(when(None), "-");
         assert_eq!(text(""), "-");
         assert_eq!(name_of::<RecoveryMethod>(None), "-");
+    }
+
+    #[test]
+    fn what_the_server_holds_is_printed_escaped() {
+        assert_eq!(shown("plain ☃\nnext"), "plain ☃\nnext");
+        assert_eq!(shown("a\u{1b}[2Jb\u{7}"), "a\\u{1b}[2Jb\\u{7}");
+        assert_eq!(shown("\u{9b}\u{7f}\r\t"), "\\u{9b}\\u{7f}\\u{d}\\u{9}");
+        assert_eq!(shown("rack\u{202e}1\u{200b}"), "rack\\u{202e}1\\u{200b}");
+        let mut evil = segment();
+        evil.name = "rack\u{1b}]0;owned\u{7}".into();
+        evil.description = "\u{1b}[31mred".into();
+        for out in [
+            render_list(Format::Table, std::slice::from_ref(&evil)).unwrap(),
+            render_one(Format::Table, &evil).unwrap(),
+        ] {
+            assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+            assert!(out.contains("\\u{1b}]0;owned\\u{7}"), "{out}");
+        }
+        // JSON stays JSON: serde escapes control characters itself.
+        let json = render_one(Format::Json, &evil).unwrap();
+        assert!(!json.contains('\u{1b}'), "{json:?}");
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["name"], "rack\u{1b}]0;owned\u{7}");
     }
 }

@@ -25,5 +25,8 @@ pub use run::{
     SequencedEvent, StartRun,
 };
 pub use segment::{NewSegment, RecoveryMethod, Segment, SegmentFilter, SegmentUpdate};
-pub use validation::{InvalidField, bounded_text, filter_text, hostname, name, quoted};
+pub use validation::{
+    InvalidField, TextRule, bounded_text, filter_text, hostname, is_invisible_format,
+    is_unsafe_to_show, name, quoted, safe_text,
+};
 pub use vmove::{VMove, VMoveFilter, VMoveType};

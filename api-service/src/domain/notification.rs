@@ -7,7 +7,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use super::payload::NotificationPayload;
-use super::validation::{InvalidField, filter_text, hostname};
+use super::validation::{InvalidField, TextRule, filter_text, hostname, safe_text};
 use super::{HostId, NotificationId, SegmentId};
 use crate::status::NotificationStatus;
 
@@ -152,12 +152,7 @@ impl NewNotification {
             }
             // A key is an opaque token: control characters have no place
             // in it, and PostgreSQL refuses NUL in text.
-            if key.chars().any(char::is_control) {
-                return Err(InvalidField::new(
-                    "idempotency_key",
-                    "must not contain control characters",
-                ));
-            }
+            safe_text("idempotency_key", key, TextRule::Strict)?;
         }
         NotificationPayload::parse(self.notification_type, &self.payload)
     }

@@ -8,7 +8,7 @@ use std::fmt;
 use uuid::Uuid;
 
 use super::NotificationType;
-use super::validation::{InvalidField, quoted};
+use super::validation::{InvalidField, TextRule, quoted, safe_text};
 
 /// Most keys a payload may carry.
 pub const MAX_PAYLOAD_KEYS: usize = 16;
@@ -93,6 +93,9 @@ impl NotificationPayload {
                     format!("must be at most {MAX_PAYLOAD_TEXT} characters"),
                 ));
             }
+            // What a monitor sends is shown to operators: nothing in it may
+            // drive their terminal or hide and reorder text.
+            safe_text(&format!("payload.{key}"), value, TextRule::Strict)?;
         }
         let fields = Fields(payload);
         match kind {
@@ -145,6 +148,7 @@ impl NotificationPayload {
 }
 
 fn check_key(key: &str) -> Result<(), InvalidField> {
+    safe_text("payload", key, TextRule::Strict)?;
     let ok_len = (1..=MAX_PAYLOAD_TEXT).contains(&key.chars().count());
     let ok_chars = key
         .chars()
@@ -292,5 +296,70 @@ mod tests {
             NotificationPayload::parse(NotificationType::ComputeHost, &map(&[("bad/key", "x")]))
                 .unwrap_err();
         assert_eq!(err.field, "payload");
+    }
+
+    #[test]
+    fn escape_sequences_and_bidi_overrides_are_refused_naming_the_field() {
+        for bad in [
+            "nova\u{1b}[2J",
+            "nova\u{7}",
+            "nova\u{9b}",
+            "nova\u{202E}etupmoc",
+            "nova\u{200B}",
+        ] {
+            let err = NotificationPayload::parse(
+                NotificationType::Process,
+                &map(&[("process_name", bad), ("event", "STOPPED")]),
+            )
+            .unwrap_err();
+            assert_eq!(err.field, "payload.process_name", "{bad:?}: {err}");
+        }
+        let err = NotificationPayload::parse(
+            NotificationType::ComputeHost,
+            &map(&[("event", "STOPPED"), ("ev\u{1b}nt", "x")]),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "payload");
+    }
+
+    /// Every character a terminal acts on or that hides or reorders text.
+    fn unsafe_char() -> impl proptest::strategy::Strategy<Value = char> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u32..=0x1f).prop_map(|c| char::from_u32(c).unwrap()),
+            (0x7fu32..=0x9f).prop_map(|c| char::from_u32(c).unwrap()),
+            proptest::sample::select(vec![
+                '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}',
+                '\u{2068}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}', '\u{200B}', '\u{200C}',
+                '\u{200D}', '\u{2060}', '\u{FEFF}',
+            ]),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_payload_value_with_an_unsafe_character_is_refused_naming_it(
+            head in "\\PC{0,40}",
+            bad in unsafe_char(),
+            tail in "\\PC{0,40}",
+        ) {
+            let value = format!("{head}{bad}{tail}");
+            let err = NotificationPayload::parse(
+                NotificationType::Process,
+                &map(&[("process_name", &value), ("event", "STOPPED")]),
+            )
+            .unwrap_err();
+            proptest::prop_assert_eq!(err.field, "payload.process_name");
+            proptest::prop_assert!(err.reason.contains(&format!("U+{:04X}", u32::from(bad))), "{}", err.reason);
+        }
+
+        #[test]
+        fn a_printable_payload_value_is_accepted(value in "\\PC{1,120}") {
+            let parsed = NotificationPayload::parse(
+                NotificationType::Process,
+                &map(&[("process_name", &value), ("event", "STOPPED")]),
+            );
+            proptest::prop_assert!(parsed.is_ok(), "{:?}: {:?}", value, parsed);
+        }
     }
 }

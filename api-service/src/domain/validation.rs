@@ -39,19 +39,91 @@ pub fn quoted(value: &str) -> String {
     }
 }
 
-/// A name: 1 to 255 characters, not only blanks, no control characters.
+/// A character that changes how the text around it is shown without being
+/// seen itself: a bidirectional embedding, override, isolate or mark
+/// (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) or a zero-width
+/// character (U+200B–U+200D, U+2060, U+FEFF). In a name they let two
+/// different names look the same, or reorder what an operator reads.
+pub fn is_invisible_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{202A}'..='\u{202E}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{200E}'
+            | '\u{200F}'
+            | '\u{061C}'
+            | '\u{200B}'..='\u{200D}'
+            | '\u{2060}'
+            | '\u{FEFF}'
+    )
+}
+
+/// A character a terminal may act on, or that hides or reorders text: a
+/// control character (C0 with ESC and BEL, DEL, C1 U+0080–U+009F) or an
+/// invisible format character ([`is_invisible_format`]). The CLI escapes
+/// these when it prints what the server holds.
+pub fn is_unsafe_to_show(c: char) -> bool {
+    c.is_control() || is_invisible_format(c)
+}
+
+/// Which characters a text field refuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextRule {
+    /// Names, payload keys and values, tokens: no control character and no
+    /// invisible format character.
+    Strict,
+    /// Free text (descriptions, control attributes): newlines and tabs
+    /// allowed, no other control character.
+    Layout,
+}
+
+/// Refuses `value`, naming `field`, when it holds a character `rule`
+/// forbids: the one check of every text a client sends.
+pub fn safe_text(field: &str, value: &str, rule: TextRule) -> Result<(), InvalidField> {
+    let refused = value.chars().enumerate().find(|&(_, c)| match rule {
+        TextRule::Strict => is_unsafe_to_show(c),
+        TextRule::Layout => c.is_control() && !matches!(c, '\n' | '\t' | '\r'),
+    });
+    match refused {
+        None => Ok(()),
+        Some((at, c)) => {
+            let kind = if c.is_control() {
+                "control characters"
+            } else {
+                "bidirectional or zero-width characters"
+            };
+            Err(InvalidField::new(
+                field,
+                format!(
+                    "must not contain {kind} (found U+{:04X} at character {at})",
+                    u32::from(c)
+                ),
+            ))
+        }
+    }
+}
+
+/// A name: 1 to 255 characters, not only blanks, no control, bidirectional
+/// or zero-width characters.
 pub fn name(field: &str, value: &str) -> Result<String, InvalidField> {
     let trimmed = value.trim();
     if trimmed.is_empty() {
         return Err(InvalidField::new(field, "must not be empty"));
     }
-    bounded_text(field, value, 255)?;
+    at_most(field, value, 255)?;
+    safe_text(field, value, TextRule::Strict)?;
     Ok(value.to_owned())
 }
 
 /// Free text of at most `max` characters without control characters
 /// (newlines and tabs allowed).
 pub fn bounded_text(field: &str, value: &str, max: usize) -> Result<String, InvalidField> {
+    at_most(field, value, max)?;
+    safe_text(field, value, TextRule::Layout)?;
+    Ok(value.to_owned())
+}
+
+fn at_most(field: &str, value: &str, max: usize) -> Result<(), InvalidField> {
     let chars = value.chars().count();
     if chars > max {
         return Err(InvalidField::new(
@@ -59,16 +131,7 @@ pub fn bounded_text(field: &str, value: &str, max: usize) -> Result<String, Inva
             format!("must be at most {max} characters (got {chars})"),
         ));
     }
-    if value
-        .chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
-    {
-        return Err(InvalidField::new(
-            field,
-            "must not contain control characters",
-        ));
-    }
-    Ok(value.to_owned())
+    Ok(())
 }
 
 /// A text filter of a list: what a stored value can be (at most 255
@@ -121,6 +184,33 @@ mod tests {
         let err = name("name", &"x".repeat(256)).unwrap_err();
         assert!(err.reason.contains("255"), "{err}");
         assert!(name("name", "a\u{0}b").is_err());
+    }
+
+    #[test]
+    fn names_refuse_control_bidi_and_zero_width_characters() {
+        for bad in [
+            "a\u{1b}[31mb",
+            "bell\u{7}",
+            "del\u{7f}",
+            "c1\u{9b}",
+            "line\nbreak",
+            "rack\u{202E}1",
+            "rack\u{2066}1",
+            "mark\u{200F}",
+            "arabic\u{61C}",
+            "zero\u{200B}width",
+            "join\u{200D}",
+            "word\u{2060}joiner",
+            "\u{FEFF}bom",
+        ] {
+            let err = name("name", bad).unwrap_err();
+            assert_eq!(err.field, "name", "{bad:?}");
+            assert!(err.reason.contains("U+"), "{err}");
+        }
+        assert!(name("name", "Zürich rack ☃ 東京").is_ok());
+        // Free text keeps its layout but not the rest.
+        assert!(bounded_text("description", "two\nlines\tand a tab", 255).is_ok());
+        assert!(bounded_text("description", "\u{1b}]0;pwned\u{7}", 255).is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod hosts;
 mod notifications;
 mod requests;
 mod segments;
+mod size;
 mod trace;
 mod vmoves;
 mod watches;
@@ -22,6 +23,7 @@ use crate::service::Api;
 pub use convert::{notification_status_pb, notification_type_pb, recovery_method_pb, timestamp};
 pub use guard::GuardLayer;
 pub use requests::{DomainRequest, decode_request};
+pub use size::{MAX_HEADER_LIST_BYTES, MAX_METADATA_BYTES, SizeLayer};
 pub use trace::TraceLayer;
 pub use watches::WatchSlots;
 

@@ -124,6 +124,9 @@ impl RestError {
     }
 }
 
+/// The challenge of a 401 without Keystone (static tokens).
+pub const BEARER_CHALLENGE: &str = "Bearer realm=\"instance-ha\"";
+
 impl IntoResponse for RestError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -144,13 +147,16 @@ impl IntoResponse for RestError {
                     "message": "The request you have made requires authentication.",
                 }});
                 let mut response = (status, axum::Json(body)).into_response();
-                if let Some(uri) = keystone_uri
-                    && let Ok(value) = HeaderValue::from_str(&format!("Keystone uri=\"{uri}\""))
-                {
-                    response
-                        .headers_mut()
-                        .insert(header::WWW_AUTHENTICATE, value);
-                }
+                // Every 401 says how to authenticate (RFC 9110, 11.6.1):
+                // keystonemiddleware's challenge naming Keystone when there
+                // is one, else a bearer token (static tokens are sent in
+                // `X-Auth-Token` or `Authorization: Bearer`).
+                let keystone = keystone_uri
+                    .and_then(|uri| HeaderValue::from_str(&format!("Keystone uri=\"{uri}\"")).ok());
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    keystone.unwrap_or(HeaderValue::from_static(BEARER_CHALLENGE)),
+                );
                 response.extensions_mut().insert(NoVersionHeaders);
                 response
             }
@@ -241,12 +247,22 @@ fn not_found(kind: &str, id: &str) -> String {
 }
 
 /// 405 for a method a route does not have.
-pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
-    RestError::MethodNotAllowed(format!(
+pub async fn method_not_allowed(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let response = RestError::MethodNotAllowed(format!(
         "The request method: '{method}' is not allowed on the resource {}",
         uri.path()
     ))
-    .into_response()
+    .into_response();
+    // Masakari's 405 comes from a resource, after the version is settled.
+    if uri.path().starts_with("/v1") {
+        super::version::with_version_headers(&headers, response)
+    } else {
+        response
+    }
 }
 
 #[cfg(test)]

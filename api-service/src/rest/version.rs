@@ -120,7 +120,33 @@ pub fn requested(headers: &HeaderMap) -> VersionRequest {
 /// The middleware on every `/v1` route: settles the version (or answers
 /// 400/406), hands it to the handler, and sets the response headers.
 pub async fn negotiate(mut request: Request, next: Next) -> Response {
-    let version = match requested(request.headers()) {
+    let version = match settle(request.headers()) {
+        Ok(version) => version,
+        Err(refused) => return *refused,
+    };
+    request.extensions_mut().insert(version);
+    let mut response = next.run(request).await;
+    if response.extensions().get::<NoVersionHeaders>().is_none() {
+        set_headers(&mut response, version);
+    }
+    response
+}
+
+/// A fault for a `/v1` request answered outside the routes (405) with the
+/// version headers Masakari's `Fault` gives it once the version is settled.
+pub fn with_version_headers(headers: &HeaderMap, mut response: Response) -> Response {
+    match settle(headers) {
+        Ok(version) => {
+            set_headers(&mut response, version);
+            response
+        }
+        Err(refused) => *refused,
+    }
+}
+
+/// The version a request is served at, or its 400/406.
+fn settle(headers: &HeaderMap) -> Result<ApiVersion, Box<Response>> {
+    Ok(match requested(headers) {
         VersionRequest::Default => MIN_VERSION,
         VersionRequest::Latest => MAX_VERSION,
         VersionRequest::Exact(v) if (MIN_VERSION..=MAX_VERSION).contains(&v) => v,
@@ -130,22 +156,18 @@ pub async fn negotiate(mut request: Request, next: Next) -> Response {
             ))
             .into_response();
             set_headers(&mut response, v);
-            return response;
+            return Err(Box::new(response));
         }
         VersionRequest::Malformed(s) => {
             // Masakari has no version for this request: no header.
-            return RestError::BadRequest(format!(
-                "API Version String {s} is of invalid format. Must be of format MajorNum.MinorNum."
-            ))
-            .into_response();
+            return Err(Box::new(
+                RestError::BadRequest(format!(
+                    "API Version String {s} is of invalid format. Must be of format MajorNum.MinorNum."
+                ))
+                .into_response(),
+            ));
         }
-    };
-    request.extensions_mut().insert(version);
-    let mut response = next.run(request).await;
-    if response.extensions().get::<NoVersionHeaders>().is_none() {
-        set_headers(&mut response, version);
-    }
-    response
+    })
 }
 
 fn set_headers(response: &mut Response, version: ApiVersion) {

@@ -32,8 +32,10 @@ pub struct IntakeSettings {
     /// `duplicate_notification_detection_interval`).
     #[serde(with = "humantime_serde")]
     pub duplicate_window: Duration,
-    /// A report generated further than this in the future is refused (the
-    /// reporting agent's clock is wrong).
+    /// A report generated further than this in the future (the monitor's
+    /// clock is wrong) is taken at its received time, the time it was sent
+    /// kept in its payload (`monitor_generated_time`) and told in its
+    /// message: never refused, so never lost.
     #[serde(with = "humantime_serde")]
     pub max_clock_skew: Duration,
     /// A report generated longer ago than this is refused: too old to

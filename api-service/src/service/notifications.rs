@@ -21,7 +21,9 @@ use crate::store::IntakeContext;
 /// * a host on maintenance refuses reports, except STARTED events, which
 ///   say the host or its nova-compute is back, and except when the
 ///   maintenance is a failed recovery's (not an operator's);
-/// * a report for a disabled segment is stored as `ignored`.
+/// * a report for a disabled segment is stored as `ignored`;
+/// * a report whose `generated_time` was too far ahead (taken as received:
+///   [`take_clock_skew`]) says so in its message.
 pub fn decide_intake(
     context: IntakeContext<'_>,
     payload: &NotificationPayload,
@@ -51,41 +53,77 @@ pub fn decide_intake(
             host.name
         )));
     }
+    let note = clock_note(new);
     if !segment.enabled {
-        return Ok(IntakeVerdict::Ignore {
-            reason: format!(
-                "failover segment {} ({}) is disabled; no recovery",
-                segment.name, segment.id
-            ),
-        });
+        let mut reason = format!(
+            "failover segment {} ({}) is disabled; no recovery",
+            segment.name, segment.id
+        );
+        if let Some(note) = note {
+            reason = format!("{reason}; {note}");
+        }
+        return Ok(IntakeVerdict::Ignore { reason });
     }
-    Ok(IntakeVerdict::Accept)
+    Ok(match note {
+        Some(note) => IntakeVerdict::AcceptNoted { note },
+        None => IntakeVerdict::Accept,
+    })
 }
 
-/// A report's `generated_time` must be a time a monitor can have seen:
-/// not before 1970 (nor storable on every backend), and not further in the
-/// future than the clock skew allowed.
-fn check_generated_time(
-    generated: DateTime<Utc>,
+/// The payload key keeping the `generated_time` a monitor sent when it was
+/// further ahead than `intake.max_clock_skew` (the report is then taken at
+/// the time it was received). No client may send it: payloads are checked
+/// for known keys before it is added.
+pub const MONITOR_GENERATED_TIME: &str = "monitor_generated_time";
+
+/// What the message of a report taken at its received time says.
+fn clock_note(new: &NewNotification) -> Option<String> {
+    let sent = new.payload.get(MONITOR_GENERATED_TIME)?;
+    Some(format!(
+        "the monitor's generated_time {sent} was ahead of this server's clock by more than \
+         intake.max_clock_skew; taken as generated when received, at {}; is the monitor's clock right?",
+        new.generated_time
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    ))
+}
+
+/// A report from a monitor whose clock is ahead by more than `max_clock_skew`
+/// is not refused (masakari-monitors takes a 400 as final, and the failure
+/// would be lost): its effective `generated_time` becomes `now`, the time it
+/// was received, and the time the monitor sent is kept in the payload under
+/// [`MONITOR_GENERATED_TIME`] (and told in its message at intake). Returns
+/// whether the time was replaced.
+fn take_clock_skew(
+    new: &mut NewNotification,
     now: DateTime<Utc>,
     max_clock_skew: Duration,
-) -> Result<(), InvalidField> {
+) -> bool {
+    let ahead = (new.generated_time - now).to_std().unwrap_or_default();
+    if ahead <= max_clock_skew {
+        return false;
+    }
+    let sent = new
+        .generated_time
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    tracing::warn!(
+        hostname = %new.hostname,
+        generated_time = %sent,
+        ahead = %humantime::format_duration(Duration::from_secs(ahead.as_secs())),
+        "report from the future taken at its received time"
+    );
+    new.payload.insert(MONITOR_GENERATED_TIME.to_owned(), sent);
+    new.generated_time = now;
+    true
+}
+
+/// A report's `generated_time` must be a time a monitor can have seen: not
+/// before 1970 (nor storable on every backend). One too far in the future
+/// is taken at its received time instead ([`take_clock_skew`]).
+fn check_generated_time(generated: DateTime<Utc>) -> Result<(), InvalidField> {
     if generated < DateTime::<Utc>::UNIX_EPOCH {
         return Err(InvalidField::new(
             "generated_time",
             format!("{} is before 1970", generated.to_rfc3339()),
-        ));
-    }
-    let ahead = (generated - now).to_std().unwrap_or_default();
-    if ahead > max_clock_skew {
-        return Err(InvalidField::new(
-            "generated_time",
-            format!(
-                "{} is {} in the future (intake.max_clock_skew is {}): is the reporting agent's clock right?",
-                generated.to_rfc3339(),
-                humantime::format_duration(Duration::from_secs(ahead.as_secs())),
-                humantime::format_duration(max_clock_skew)
-            ),
         ));
     }
     Ok(())
@@ -124,10 +162,12 @@ impl Api {
         mut new: NewNotification,
     ) -> Result<Notification, Error> {
         let payload = new.validate()?;
-        check_generated_time(new.generated_time, Utc::now(), self.intake.max_clock_skew)?;
-        check_report_age(new.generated_time, Utc::now(), self.intake.max_report_age)?;
+        check_generated_time(new.generated_time)?;
+        let now = Utc::now();
+        check_report_age(new.generated_time, now, self.intake.max_report_age)?;
         // Stored at microsecond precision; compare replays at the same.
         new.generated_time = new.generated_time.trunc_subsecs(6);
+        take_clock_skew(&mut new, now.trunc_subsecs(6), self.intake.max_clock_skew);
         self.intake_queue.submit(new, payload).await
     }
 
@@ -214,19 +254,44 @@ mod tests {
     }
 
     #[test]
-    fn a_generated_time_before_1970_or_too_far_ahead_is_refused() {
-        let now = Utc::now();
-        let skew = Duration::from_secs(600);
-        let ok = |t| check_generated_time(t, now, skew).is_ok();
-        assert!(ok(now));
-        assert!(ok(now - chrono::Duration::days(400)));
-        assert!(ok(now + chrono::Duration::seconds(599)));
-        assert!(ok(DateTime::<Utc>::UNIX_EPOCH));
-        let ahead =
-            check_generated_time(now + chrono::Duration::days(3650), now, skew).unwrap_err();
-        assert_eq!(ahead.field, "generated_time");
-        assert!(ahead.reason.contains("in the future"), "{}", ahead.reason);
-        let early = check_generated_time(DateTime::<Utc>::MIN_UTC, now, skew).unwrap_err();
+    fn a_generated_time_before_1970_is_refused() {
+        assert!(check_generated_time(Utc::now()).is_ok());
+        assert!(check_generated_time(DateTime::<Utc>::UNIX_EPOCH).is_ok());
+        let early = check_generated_time(DateTime::<Utc>::MIN_UTC).unwrap_err();
+        assert_eq!(early.field, "generated_time");
         assert!(early.reason.contains("before 1970"), "{}", early.reason);
+    }
+
+    #[test]
+    fn a_report_from_the_future_is_taken_at_its_received_time_and_keeps_the_sent_one() {
+        let now = Utc::now().trunc_subsecs(6);
+        let skew = Duration::from_secs(600);
+        let report = |generated| NewNotification {
+            notification_type: crate::domain::NotificationType::ComputeHost,
+            hostname: "compute-01".into(),
+            generated_time: generated,
+            payload: [("event".to_owned(), "STOPPED".to_owned())].into(),
+            idempotency_key: None,
+            trace_context: None,
+        };
+        let mut within = report(now + chrono::Duration::seconds(599));
+        assert!(!take_clock_skew(&mut within, now, skew));
+        assert_eq!(within.generated_time, now + chrono::Duration::seconds(599));
+        assert_eq!(clock_note(&within), None);
+
+        let sent = now + chrono::Duration::days(3650);
+        let mut ahead = report(sent);
+        assert!(take_clock_skew(&mut ahead, now, skew));
+        assert_eq!(ahead.generated_time, now);
+        assert_eq!(
+            ahead.payload[MONITOR_GENERATED_TIME],
+            sent.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        );
+        let note = clock_note(&ahead).unwrap();
+        assert!(
+            note.contains(&ahead.payload[MONITOR_GENERATED_TIME]),
+            "{note}"
+        );
+        assert!(note.contains("intake.max_clock_skew"), "{note}");
     }
 }

@@ -75,6 +75,26 @@ async fn bad_requests_name_the_field_and_change_nothing(backend: Backend) {
         invalid,
         "name: must be at most 255 characters",
     );
+    // Names that would reorder, hide or drive what an operator reads.
+    for (name, reason) in [
+        ("rack\u{202e}1", "bidirectional or zero-width"),
+        ("rack\u{200b}a", "bidirectional or zero-width"),
+        ("rack\u{1b}[31m", "control characters"),
+        ("rack\nb", "control characters"),
+    ] {
+        assert_status(
+            app.segments.create_segment(segment_request(name)).await,
+            invalid,
+            &format!("name: must not contain {reason}"),
+        );
+    }
+    let mut hidden_type = host_request(&segment.id, "compute-02");
+    hidden_type.r#type = "COMPUTE\u{2066}".into();
+    assert_status(
+        app.hosts.create_host(hidden_type).await,
+        invalid,
+        "type: must not contain bidirectional",
+    );
     let mut no_type = segment_request("ok");
     no_type.service_type = String::new();
     assert_status(
@@ -154,6 +174,32 @@ async fn bad_requests_name_the_field_and_change_nothing(backend: Backend) {
         invalid,
         "payload.event: must be at most 255",
     );
+    // What a monitor sends cannot drive an operator's terminal.
+    for (value, reason) in [
+        ("nova\u{1b}[2J", "must not contain control characters"),
+        ("nova\u{7}", "must not contain control characters"),
+        ("nova\u{7f}", "must not contain control characters"),
+        ("nova\u{85}", "must not contain control characters"),
+        (
+            "nova\u{2067}",
+            "must not contain bidirectional or zero-width",
+        ),
+        (
+            "nova\u{feff}",
+            "must not contain bidirectional or zero-width",
+        ),
+    ] {
+        let process = pb::CreateNotificationRequest {
+            r#type: pb::NotificationType::Process as i32,
+            payload: payload(&[("process_name", value), ("event", "STOPPED")]),
+            ..host_down("compute-01")
+        };
+        assert_status(
+            app.notifications.create_notification(process).await,
+            invalid,
+            &format!("payload.process_name: {reason}"),
+        );
+    }
     let many = pb::CreateNotificationRequest {
         payload: (0..100).map(|i| (format!("k{i}"), "v".into())).collect(),
         ..host_down("compute-01")

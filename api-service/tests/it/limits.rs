@@ -56,7 +56,36 @@ async fn an_oversized_request_is_refused() {
         .create_notification(huge)
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), Code::OutOfRange, "{refused:?}");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("limits.max_message_bytes"),
+        "{refused:?}"
+    );
+    app.stop().await;
+}
+
+/// 200 KB of metadata (a runaway token, a proxy's headers) is answered
+/// with a status, and the connection keeps serving.
+#[tokio::test]
+async fn oversized_metadata_gets_resource_exhausted_not_a_dropped_connection() {
+    let mut app = spawn_app_with(Backend::Sqlite, |_| {}).await.unwrap();
+    let mut request = tonic::Request::new(pb::ListSegmentsRequest::default());
+    for i in 0..50 {
+        request.metadata_mut().insert(
+            tonic::metadata::MetadataKey::from_bytes(format!("x-padding-{i}").as_bytes()).unwrap(),
+            "p".repeat(4000).parse().unwrap(),
+        );
+    }
+    let refused = app.segments.list_segments(request).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("metadata too large"),
+        "{refused:?}"
+    );
+    app.segments
+        .list_segments(pb::ListSegmentsRequest::default())
+        .await
+        .expect("the same connection still serves");
     app.stop().await;
 }
 

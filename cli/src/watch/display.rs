@@ -10,7 +10,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use super::state::{Applied, Summary, WatchState};
-use crate::output::{self, Encoding, Format, name_of, text, when};
+use crate::output::{self, Encoding, Format, name_of, shown, text, when};
 use crate::resources::{Notification, ProgressEvent, Vmove, VmoveStatus, WatchUpdate};
 
 /// One of the three ways to show a watch.
@@ -135,7 +135,7 @@ fn notification_line(n: &Notification) -> String {
     if !n.message.is_empty() {
         line.push_str(&format!(" — {}", n.message));
     }
-    line
+    shown(&line)
 }
 
 fn vmove_line(v: &Vmove) -> String {
@@ -153,7 +153,7 @@ fn vmove_line(v: &Vmove) -> String {
     if !v.message.is_empty() {
         line.push_str(&format!(" — {}", v.message));
     }
-    line
+    shown(&line)
 }
 
 fn progress_line(p: &ProgressEvent) -> String {
@@ -170,7 +170,7 @@ fn progress_line(p: &ProgressEvent) -> String {
     if !p.message.is_empty() {
         line.push_str(&format!(": {}", p.message));
     }
-    line
+    shown(&line)
 }
 
 /// The log lines for one applied update.
@@ -216,14 +216,14 @@ pub fn summary_text(summary: &Summary) -> String {
         } else {
             row.instance_name.clone()
         };
-        table.add_row(vec![
+        table.add_row(output::shown_row(vec![
             instance,
             row.source.clone(),
             text(&row.destination),
             name_of(row.status),
             row.duration.clone(),
             text(&row.message),
-        ]);
+        ]));
     }
     let mut out = format!("{table}\n");
     out.push_str(&format!(
@@ -232,7 +232,7 @@ pub fn summary_text(summary: &Summary) -> String {
         name_of(summary.status)
     ));
     if !summary.message.is_empty() {
-        out.push_str(&format!(": {}", summary.message));
+        out.push_str(&format!(": {}", shown(&summary.message)));
     }
     out.push('\n');
     out
@@ -294,7 +294,7 @@ fn instance_message(v: &Vmove) -> String {
     if !v.message.is_empty() {
         message.push_str(&format!("  {}", v.message));
     }
-    message
+    shown(&message)
 }
 
 impl LiveBars {
@@ -367,7 +367,7 @@ impl LiveBars {
             Applied::Notification { .. } | Applied::Progress | Applied::Stale => {}
         }
         if let Some(n) = state.notification() {
-            self.header.set_prefix(n.id.clone());
+            self.header.set_prefix(shown(&n.id));
             let mut status = name_of(n.status);
             if n.attempts > 1 {
                 status.push_str(&format!(" (attempt {})", n.attempts));

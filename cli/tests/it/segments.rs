@@ -180,3 +180,46 @@ async fn yaml_output_parses_back() {
     assert_eq!(list.as_array().map(Vec::len), Some(1));
     assert_eq!(list[0]["name"], "rack-y");
 }
+
+/// A segment stored before the API refused control and bidirectional
+/// characters in names: every table shows them escaped, so the row cannot
+/// retitle, clear or recolour the operator's terminal; JSON carries the
+/// exact text, escaped as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escape_sequence_stored_in_an_old_row_is_printed_escaped() {
+    use instanceha_api::domain::{NewSegment, RecoveryMethod};
+
+    let app = spawn_api().await;
+    let evil_name = "rack\u{1b}]0;owned\u{7}\u{202e}1";
+    let old = app
+        .api
+        .store()
+        .insert_segment(&NewSegment {
+            name: evil_name.to_owned(),
+            description: Some("\u{1b}[2J\u{1b}[31mred\u{9b}".to_owned()),
+            service_type: "COMPUTE".to_owned(),
+            recovery_method: RecoveryMethod::Auto,
+            enabled: true,
+        })
+        .await
+        .expect("the store takes what the service would refuse");
+    let id = old.id.to_string();
+
+    for args in [vec!["segment", "list"], vec!["segment", "show", &id]] {
+        let out = app.run(&args).await;
+        out.expect_exit(0)
+            .expect_stdout("rack\\u{1b}]0;owned\\u{7}\\u{202e}1")
+            .expect_stdout("\\u{1b}[2J\\u{1b}[31mred\\u{9b}");
+        assert!(
+            !out.stdout
+                .contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}']),
+            "{args:?} printed a raw control character: {:?}",
+            out.stdout
+        );
+    }
+
+    let json = app.json(&["segment", "show", &id]).await;
+    assert_eq!(json["name"], evil_name);
+    let raw = app.run(&["--format", "json", "segment", "show", &id]).await;
+    assert!(!raw.stdout.contains('\u{1b}'), "{:?}", raw.stdout);
+}

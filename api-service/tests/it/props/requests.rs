@@ -805,7 +805,7 @@ const ALLOWED: [Code; 5] = [
     Code::NotFound,
     Code::AlreadyExists,
     Code::FailedPrecondition,
-    Code::OutOfRange,
+    Code::ResourceExhausted,
 ];
 
 #[test]

@@ -126,6 +126,30 @@ pub async fn terminal(rest: &Rest, uuid: &str) -> serde_json::Value {
     }
 }
 
+/// With Keystone, a 401 names it as keystonemiddleware does
+/// (`WWW-Authenticate: Keystone uri="..."`), so clients know where to get
+/// a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_401_names_keystone_in_www_authenticate() {
+    let cloud = Cloud::start(two_hosts_and_a_spare(), Auth::Keystone).await;
+    let rest = Rest::at_addr(cloud.rest);
+    for client in [&rest, &rest.token("not-a-keystone-token")] {
+        let reply = client.get("/v1/segments").await;
+        assert_eq!(reply.status, 401, "{:#}", reply.body);
+        let challenge = reply
+            .headers
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            challenge.starts_with("Keystone uri=\"http://"),
+            "{challenge:?}"
+        );
+    }
+    cloud.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rest_notification_is_recovered_and_watched_over_grpc() {
     let cloud = Cloud::start(two_hosts_and_a_spare(), Auth::Off).await;

@@ -178,6 +178,33 @@ async fn notification_bodies_are_checked(backend: Backend) {
             "payload.instance_uuid",
         ),
         (
+            report(
+                "PROCESS",
+                "compute-1",
+                &now(),
+                json!({"process_name": "nova\u{1b}]0;owned\u{7}", "event": "STOPPED"}),
+            ),
+            "payload.process_name. must not contain control characters (found U+001B",
+        ),
+        (
+            report(
+                "PROCESS",
+                "compute-1",
+                &now(),
+                json!({"process_name": "nova\u{9b}2J", "event": "STOPPED"}),
+            ),
+            "payload.process_name",
+        ),
+        (
+            report(
+                "PROCESS",
+                "compute-1",
+                &now(),
+                json!({"process_name": "nova\u{202e}etupmoc", "event": "STOPPED"}),
+            ),
+            "payload.process_name. must not contain bidirectional or zero-width characters",
+        ),
+        (
             json!({"notification": {"type": "VM", "hostname": "compute-1", "payload": {}}}),
             "'generated_time' is a required property",
         ),
@@ -369,7 +396,58 @@ async fn vmoves_exist_only_for_host_failures(backend: Backend) {
     assert_eq!(nowhere.status, 404);
 }
 
+/// masakari-monitors takes a 400 as final: a report from a monitor whose
+/// clock is hours ahead is accepted, taken at the time it was received,
+/// and the time the monitor sent is kept in its payload and told in its
+/// message. A report the monitor resends is still one notification.
+async fn a_report_from_a_clock_ahead_is_taken_at_its_received_time(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let rest = Rest::new(&app);
+    let seg = rest.segment("rack").await["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    rest.host(&seg, "compute-1").await;
+
+    let sent = minutes_ago(-180);
+    let sent_text = sent.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let before = chrono::Utc::now() - chrono::Duration::seconds(1);
+    let accepted = rest
+        .post("/v1/notifications", host_down("compute-1", &sent_text))
+        .await;
+    let n = accepted.expect(202)["notification"].clone();
+    let effective = chrono::NaiveDateTime::parse_from_str(
+        n["generated_time"].as_str().unwrap(),
+        "%Y-%m-%dT%H:%M:%S%.f",
+    )
+    .unwrap()
+    .and_utc();
+    assert!(
+        effective >= before && effective <= chrono::Utc::now(),
+        "{effective} is not the received time"
+    );
+    assert_eq!(
+        n["payload"]["monitor_generated_time"],
+        sent.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    );
+    assert_eq!(n["payload"]["event"], "STOPPED");
+    let message = n["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("intake.max_clock_skew") && message.contains(&sent_text),
+        "{message}"
+    );
+
+    // The monitor retries the same report: a duplicate, as Masakari says.
+    let again = rest
+        .post("/v1/notifications", host_down("compute-1", &sent_text))
+        .await;
+    assert_eq!(again.status, 409, "{:#}", again.body);
+}
+
 crate::on_every_backend!(
+    a_report_from_a_clock_ahead_is_taken_at_its_received_time,
     notifications_are_accepted_as_masakari_does,
     notification_bodies_are_checked,
     notifications_are_listed_filtered_and_paged,

@@ -89,6 +89,21 @@ async fn microversions_are_negotiated(backend: Backend) {
     );
     assert_eq!(too_new.status, 406);
     assert_eq!(too_new.version_header(), Some("instance-ha 1.4"));
+    assert_eq!(
+        too_new.headers.get("vary").unwrap(),
+        "OpenStack-API-Version"
+    );
+    // Masakari (wsgi.py, api_version_request.py) sends only
+    // `OpenStack-API-Version`; no legacy `X-OpenStack-Masakari-API-Version`.
+    for reply in [&reply, &too_new] {
+        assert!(
+            !reply
+                .headers
+                .contains_key("x-openstack-masakari-api-version"),
+            "{:?}",
+            reply.headers
+        );
+    }
     let too_old = rest.version("0.9").get("/v1/segments").await;
     assert_eq!(too_old.status, 400, "0.9 is not of Masakari's format");
     let malformed = rest.version("1.x").get("/v1/segments").await;
@@ -167,6 +182,9 @@ async fn bodies_that_are_not_json_are_refused(backend: Backend) {
     let reply = rest.send(Method::PATCH, "/v1/segments", None).await;
     assert_eq!(reply.status, 405);
     reply.fault("badMethod");
+    // A fault after the version was settled, as Masakari's `Fault` sends it.
+    assert_eq!(reply.version_header(), Some("instance-ha 1.0"));
+    assert_eq!(reply.headers.get("vary").unwrap(), "OpenStack-API-Version");
 }
 
 async fn project_scoped_routes_work(backend: Backend) {
@@ -239,7 +257,21 @@ async fn tokens_go_through_the_guard(backend: Backend) {
         assert_eq!(reply.body["error"]["code"], 401);
         assert_eq!(reply.body["error"]["title"], "Unauthorized");
         assert_eq!(reply.version_header(), None);
+        // Every 401 carries a challenge; without Keystone, a bearer token.
+        assert_eq!(
+            reply
+                .headers
+                .get("www-authenticate")
+                .map(|v| v.to_str().unwrap()),
+            Some("Bearer realm=\"instance-ha\""),
+        );
     }
+    let v1 = rest.get("/v1").await;
+    assert!(
+        v1.headers.contains_key("www-authenticate"),
+        "{:?}",
+        v1.headers
+    );
     // Discovery needs no token; the v1 document does, as in Masakari.
     rest.get("/").await.expect(200);
     assert_eq!(rest.get("/v1").await.status, 401);
