@@ -312,6 +312,30 @@ impl Guard {
                     })?;
                 Ok(principal)
             }
+            // Authenticated, but not allowed: the caller's own budget.
+            Err(AuthError::Forbidden {
+                who,
+                action,
+                needed,
+            }) => {
+                let caller = Caller::Principal {
+                    name: who.clone(),
+                    reports: false,
+                };
+                limiter
+                    .caller(&caller)
+                    .map_err(|throttled| Refusal::Throttled {
+                        who: caller.to_string(),
+                        wait: throttled.wait,
+                        setting: "limits.requests_per_second",
+                    })?;
+                Err(AuthError::Forbidden {
+                    who,
+                    action,
+                    needed,
+                }
+                .into())
+            }
             Err(refused) => {
                 if let Some(ip) = client {
                     self.admit_anonymous(ip)?;
