@@ -221,6 +221,12 @@ impl Run {
                 .await
                 .map_err(|e| StepFailure::new("unlock", e))?;
             self.reporter.lock_changed(id, false);
+        } else {
+            // Nova shows no lock of ours: say so, in case an earlier run
+            // unlocked it and that run's report was lost (the API died
+            // between the unlock and its acknowledgement), so the record
+            // does not go on saying we hold it.
+            self.reporter.lock_changed(id, false);
         }
         Ok(())
     }
