@@ -77,6 +77,7 @@ fn decodes(rpc: Operation, bytes: &[u8]) -> bool {
         Operation::GetNotification => pb::GetNotificationRequest::decode(bytes).is_ok(),
         Operation::ListNotifications => pb::ListNotificationsRequest::decode(bytes).is_ok(),
         Operation::WatchNotification => pb::WatchNotificationRequest::decode(bytes).is_ok(),
+        Operation::RetryNotification => pb::RetryNotificationRequest::decode(bytes).is_ok(),
         Operation::GetVmove => pb::GetVmoveRequest::decode(bytes).is_ok(),
         Operation::ListVmoves => pb::ListVmovesRequest::decode(bytes).is_ok(),
         Operation::ListVersions => false,
@@ -106,6 +107,7 @@ fn validate(request: &DomainRequest) -> Result<(), InvalidField> {
         | DomainRequest::DeleteHost(..)
         | DomainRequest::GetNotification(_)
         | DomainRequest::WatchNotification(_)
+        | DomainRequest::RetryNotification(_)
         | DomainRequest::GetVmove(..) => Ok(()),
     }
 }
