@@ -1,0 +1,18 @@
+//! instance-ha against a real OpenStack: Keystone, Placement, Nova and
+//! Cinder from PyPI, on loopback (`conformance/real-openstack/stack.py`).
+//!
+//! * [`stack`]: where the control plane is and a control to kill, stop and
+//!   start any of its processes;
+//! * [`records`]: a plain REST client, independent of `openstack-client`,
+//!   that sets up servers and volumes and reads Nova's, Cinder's and
+//!   Placement's own records: the truth the tests check the engine against;
+//! * [`system`]: `instanceha-engine` and `instanceha-api` started the one
+//!   way tests start them (testkit), configured for the real cloud.
+//!
+//! The tests (`tests/it`) run when `INSTANCEHA_REAL_OPENSTACK_CTL` names the
+//! control (`python3 conformance/real-openstack/stack.py`); without it they
+//! say so and pass, except under CI, where they fail.
+
+pub mod records;
+pub mod stack;
+pub mod system;
