@@ -93,8 +93,10 @@ pub struct OpenStackSettings {
     pub connect_timeout: Duration,
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
-    /// Per service update: longer than Nova's RPC timeout (60 s), since
-    /// disabling a compute Nova still believes up waits for it.
+    /// Per service update. Disabling a compute Nova still believes up
+    /// answers only after Nova's RPC timeout (60 s), though the status is
+    /// written at once: past this wait the update is confirmed by reading
+    /// the service.
     #[serde(with = "humantime_serde")]
     pub service_update_timeout: Duration,
     /// Every this long the engine makes a cheap authenticated call to Nova

@@ -33,9 +33,11 @@ pub struct ClientSettings {
     pub connect_timeout: Duration,
     /// Per request, every attempt (unless the request sets its own).
     pub request_timeout: Duration,
-    /// Per service update (`PUT /os-services`): longer than Nova's RPC
-    /// timeout (60 s), since disabling a compute Nova still believes up
-    /// waits for it.
+    /// Per service update (`PUT /os-services`). Disabling a compute Nova
+    /// still believes up answers only after Nova's RPC to that compute
+    /// times out (`rpc_response_timeout`, 60 s), but Nova writes the status
+    /// before it calls: past this wait the update is confirmed by reading
+    /// the service (and sent again only if it is not applied).
     pub service_update_timeout: Duration,
     pub retry: RetryPolicy,
     /// Fixed microversions instead of negotiating.
@@ -50,7 +52,7 @@ impl Default for ClientSettings {
             region: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
-            service_update_timeout: Duration::from_secs(90),
+            service_update_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             nova_microversion: None,
             cinder_microversion: None,
