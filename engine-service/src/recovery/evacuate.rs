@@ -244,8 +244,11 @@ impl Run {
     ) -> Result<InstanceResult, Cancelled> {
         let source = self.request.hostname.clone();
         let preparation = evacuation::prepare(server);
-        let was_error = server.vm_state() == "error";
+        let mut was_error = server.vm_state() == "error";
         let mut follower = watch.follow(id);
+        // Asked once more after Nova gave up on an evacuation and left the
+        // instance on the failed host.
+        let mut asked_again = false;
 
         if evacuation::rebuilding(server) || follower.earlier_in_flight() {
             // An evacuation requested by an earlier run is in flight: follow
@@ -254,25 +257,25 @@ impl Run {
             self.reporter
                 .step(id, "verify", "following the evacuation already in progress");
             follower.set_baseline(None);
-            return match self
+            match self
                 .follow_unpaced(slot, id, &source, &mut follower, was_error, None)
                 .await?
             {
                 Followed::Settled(Verdict::Succeeded { dest_host }) => {
-                    self.finish(id, dest_host, preparation).await
+                    return self.finish(id, dest_host, preparation).await;
                 }
                 Followed::Settled(Verdict::Failed(reason)) => {
-                    Ok(failed(StepFailure::new("verify", reason)))
+                    return Ok(failed(StepFailure::new("verify", reason)));
                 }
                 Followed::Settled(Verdict::InProgress(_)) | Followed::TimedOut(_) => {
-                    Ok(failed(StepFailure::new(
+                    return Ok(failed(StepFailure::new(
                         "verify",
                         Cause::transient(self.timeout_message("the evacuation in progress")),
-                    )))
+                    )));
                 }
-                Followed::Gone => Ok(gone()),
-                Followed::Unreadable(reason) => Ok(failed(unconfirmed(reason))),
-            };
+                Followed::Gone => return Ok(gone()),
+                Followed::Unreadable(reason) => return Ok(failed(unconfirmed(reason))),
+            }
         }
 
         if preparation.reset_to_error {
@@ -306,8 +309,7 @@ impl Run {
         }
 
         let mut failures: Vec<String> = Vec::new();
-        let mut was_error = was_error;
-        for (i, target) in targets.iter().enumerate() {
+        'targets: for (i, target) in targets.iter().enumerate() {
             let last = i + 1 == targets.len();
             if let Target::ReservedHost(host) = target
                 && let Err(e) = self.ready_reserved_host(reserved, host).await
@@ -315,60 +317,80 @@ impl Run {
                 failures.push(format!("prepare_reserved_host: {e}"));
                 continue;
             }
-            self.reporter
-                .step(id, "evacuate", format!("evacuating to {target}"));
-            let request_id = match self.request_evacuation(id, target, &mut follower).await? {
-                Ok(request_id) => request_id,
-                Err(failure) if failure.target_related && !last => {
-                    failures.push(format!("{target}: {failure}"));
-                    continue;
-                }
-                Err(failure) => return Ok(failed(with_earlier(failure, &failures))),
-            };
-            self.reporter.step(
-                id,
-                "verify",
-                format!("waiting for Nova to rebuild it on {target}"),
-            );
-            match self
-                .follow_unpaced(
-                    slot,
-                    id,
-                    &source,
-                    &mut follower,
-                    was_error,
-                    request_id.as_deref(),
-                )
-                .await?
-            {
-                Followed::Settled(Verdict::Succeeded { dest_host }) => {
-                    return self.finish(id, dest_host, preparation).await;
-                }
-                Followed::Settled(Verdict::Failed(reason)) => {
-                    let failure = StepFailure::on_target("verify", reason);
-                    if last {
-                        return Ok(failed(with_earlier(failure, &failures)));
+            // Once more on the same target when Nova gave up on the
+            // evacuation and left the instance on the failed host.
+            loop {
+                self.reporter
+                    .step(id, "evacuate", format!("evacuating to {target}"));
+                let request_id = match self.request_evacuation(id, target, &mut follower).await? {
+                    Ok(request_id) => request_id,
+                    Err(failure) if failure.target_related && !last => {
+                        failures.push(format!("{target}: {failure}"));
+                        continue 'targets;
                     }
-                    failures.push(format!("{target}: {failure}"));
-                    // A failed evacuation may leave the instance in error;
-                    // Nova evacuates error instances too.
-                    was_error = true;
-                }
-                Followed::Settled(Verdict::InProgress(state)) | Followed::TimedOut(state) => {
-                    return Ok(failed(with_earlier(
-                        StepFailure::new(
-                            "verify",
-                            Cause::transient(format!(
-                                "{} ({state})",
-                                self.timeout_message("the evacuation")
-                            )),
-                        ),
-                        &failures,
-                    )));
-                }
-                Followed::Gone => return Ok(gone()),
-                Followed::Unreadable(reason) => {
-                    return Ok(failed(with_earlier(unconfirmed(reason), &failures)));
+                    Err(failure) => return Ok(failed(with_earlier(failure, &failures))),
+                };
+                self.reporter.step(
+                    id,
+                    "verify",
+                    format!("waiting for Nova to rebuild it on {target}"),
+                );
+                match self
+                    .follow_unpaced(
+                        slot,
+                        id,
+                        &source,
+                        &mut follower,
+                        was_error,
+                        request_id.as_deref(),
+                    )
+                    .await?
+                {
+                    Followed::Settled(Verdict::Succeeded { dest_host }) => {
+                        return self.finish(id, dest_host, preparation).await;
+                    }
+                    Followed::Settled(Verdict::Failed(reason)) => {
+                        if last && !asked_again && self.still_on_source(id, &source).await? {
+                            // Nova ended this evacuation (its migration
+                            // failed: a MessagingTimeout when nova-conductor
+                            // died under it, say) and nothing runs on its
+                            // behalf any more: asking again cannot make two
+                            // copies. Once.
+                            self.reporter.step(
+                                id,
+                                "evacuate",
+                                format!("{reason}; it is still on {source}: asking once more"),
+                            );
+                            asked_again = true;
+                            was_error = true;
+                            continue;
+                        }
+                        let failure = StepFailure::on_target("verify", reason);
+                        if last {
+                            return Ok(failed(with_earlier(failure, &failures)));
+                        }
+                        failures.push(format!("{target}: {failure}"));
+                        // A failed evacuation may leave the instance in
+                        // error; Nova evacuates error instances too.
+                        was_error = true;
+                        continue 'targets;
+                    }
+                    Followed::Settled(Verdict::InProgress(state)) | Followed::TimedOut(state) => {
+                        return Ok(failed(with_earlier(
+                            StepFailure::new(
+                                "verify",
+                                Cause::transient(format!(
+                                    "{} ({state})",
+                                    self.timeout_message("the evacuation")
+                                )),
+                            ),
+                            &failures,
+                        )));
+                    }
+                    Followed::Gone => return Ok(gone()),
+                    Followed::Unreadable(reason) => {
+                        return Ok(failed(with_earlier(unconfirmed(reason), &failures)));
+                    }
                 }
             }
         }
@@ -376,6 +398,16 @@ impl Run {
             "no target left: {}",
             failures.join("; ")
         )))
+    }
+
+    /// Whether Nova shows `id` settled, with no task, on the failed host
+    /// `source` (a failed evacuation left it there); a failed read counts
+    /// as no.
+    async fn still_on_source(&self, id: &str, source: &str) -> Result<bool, Cancelled> {
+        Ok(match self.or_cancel(self.openstack().server(id)).await? {
+            Ok(server) => evacuation::left_on_source(source, &server),
+            Err(_) => false,
+        })
     }
 
     /// Whether Cinder is in the catalog (without it, boot-from-volume

@@ -138,7 +138,19 @@ pub fn judge(
         server.task_state.as_deref().unwrap_or("none"),
         server.host.as_deref().unwrap_or("?"),
         migration
-            .map(|m| format!("{} {}", m.id, m.status))
+            .map(|m| {
+                if m.status == "accepted" && m.dest_compute.is_none() && m.updated_at.is_none() {
+                    // Real Nova leaves it so for good when nova-conductor
+                    // dies holding the request (conformance/).
+                    format!(
+                        "{} accepted and never scheduled (nova-conductor may have lost the \
+                         request: check it, reset the instance's state and retry)",
+                        m.id
+                    )
+                } else {
+                    format!("{} {}", m.id, m.status)
+                }
+            })
             .unwrap_or_else(|| "not yet created".to_owned())
     ))
 }
@@ -150,6 +162,13 @@ pub fn in_flight(m: &Migration) -> bool {
         m.status.as_str(),
         "done" | "completed" | "error" | "failed" | "cancelled"
     )
+}
+
+/// Whether a failed evacuation left the server on the failed host `source`
+/// with no task: nothing in Nova acts on it any more, so it can be
+/// evacuated again without making a second copy.
+pub fn left_on_source(source: &str, server: &Server) -> bool {
+    server.host.as_deref() == Some(source) && server.task_state.is_none()
 }
 
 /// Whether the server shows an evacuation in flight (a task from an earlier
@@ -289,6 +308,23 @@ mod tests {
             status: status.into(),
             ..Migration::default()
         }
+    }
+
+    #[test]
+    fn only_a_settled_instance_on_the_failed_host_is_asked_again() {
+        assert!(left_on_source(
+            "compute-01",
+            &server("error", None, "compute-01")
+        ));
+        // Moved, or Nova still working on it: never again.
+        assert!(!left_on_source(
+            "compute-01",
+            &server("error", None, "compute-02")
+        ));
+        assert!(!left_on_source(
+            "compute-01",
+            &server("active", Some("rebuilding"), "compute-01")
+        ));
     }
 
     #[test]

@@ -157,5 +157,42 @@ async fn one_spurious_404_on_a_server_read_does_not_end_a_failed_evacuation_fini
             .times(1),
         )
         .unwrap();
+    // The engine asks once more after a failed evacuation that left the
+    // instance on the failed host: that one fails too.
+    cloud
+        .sim
+        .set_evacuation_failure(&id, Some(EvacuationFailure::Compute))
+        .unwrap();
     ends_failed(&mut cloud, &n).await;
+}
+
+/// Nova ends an evacuation `failed` and leaves the instance in error on the
+/// failed host (real Nova does so when nova-conductor dies under the
+/// rebuild: a MessagingTimeout, see conformance/): nothing acts on it any
+/// more, so the engine asks once more, and only once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_evacuation_left_on_the_failed_host_is_asked_once_more() {
+    let (mut first, id) = cloud(InstanceSpec::new("victim", "compute-01").ha(true)).await;
+    let n = first.host_fails("compute-01").await;
+    let n = first.terminal(&n.id, PATIENCE).await;
+    let vmoves = first.vmoves(&n.id).await;
+    assert_honest(&n, &vmoves);
+    assert_eq!(status(&n), pb::NotificationStatus::Finished, "{}", n.message);
+    assert_eq!(first.accepted_evacuations(&id), 2);
+    let server = first.server("victim");
+    assert_eq!(
+        (server.vm_state.as_str(), server.host.as_deref()),
+        ("active", Some("compute-02"))
+    );
+
+    // Failing every time: two requests, then an honest failure.
+    let (mut again, id) = cloud(InstanceSpec::new("victim", "compute-01").ha(true)).await;
+    let n = again.host_fails("compute-01").await;
+    evacuation_requested(&again, &id).await;
+    again
+        .sim
+        .set_evacuation_failure(&id, Some(EvacuationFailure::Compute))
+        .unwrap();
+    ends_failed(&mut again, &n).await;
+    assert_eq!(again.accepted_evacuations(&id), 2);
 }
