@@ -7,7 +7,9 @@
 //!   that sets up servers and volumes and reads Nova's, Cinder's and
 //!   Placement's own records: the truth the tests check the engine against;
 //! * [`system`]: `instanceha-engine` and `instanceha-api` started the one
-//!   way tests start them (testkit), configured for the real cloud.
+//!   way tests start them (testkit), configured for the real cloud;
+//! * [`workload`]: the HA instances a scenario boots on the host that will
+//!   fail, the invariants of their recovery, and the failed host's return.
 //!
 //! The tests (`tests/it`) run when `INSTANCEHA_REAL_OPENSTACK_CTL` names the
 //! control (`python3 conformance/real-openstack/stack.py`); without it they
@@ -16,3 +18,4 @@
 pub mod records;
 pub mod stack;
 pub mod system;
+pub mod workload;

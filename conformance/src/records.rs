@@ -142,12 +142,22 @@ impl Records {
         unreachable!("the second attempt returns")
     }
 
-    pub async fn nova(&self, method: Method, path: &str, body: Option<Value>) -> Result<Value, String> {
+    pub async fn nova(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
         let url = format!("{}{path}", self.compute);
         self.call(method, &url, Some(COMPUTE), body).await
     }
 
-    pub async fn cinder(&self, method: Method, path: &str, body: Option<Value>) -> Result<Value, String> {
+    pub async fn cinder(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
         let url = format!("{}{path}", self.volume);
         self.call(method, &url, Some(VOLUME), body).await
     }
@@ -169,7 +179,10 @@ impl Records {
             return f["id"].as_str().unwrap().to_owned();
         }
         let body = json!({"flavor": {"name": "ha.tiny", "vcpus": 1, "ram": 128, "disk": 1}});
-        let f = self.nova(Method::POST, "/flavors", Some(body)).await.unwrap();
+        let f = self
+            .nova(Method::POST, "/flavors", Some(body))
+            .await
+            .unwrap();
         f["flavor"]["id"].as_str().unwrap().to_owned()
     }
 
@@ -202,7 +215,9 @@ impl Records {
             within,
             Duration::from_millis(300),
             || async {
-                let v = self.cinder(Method::GET, &format!("/volumes/{id}"), None).await?;
+                let v = self
+                    .cinder(Method::GET, &format!("/volumes/{id}"), None)
+                    .await?;
                 if v["volume"]["status"] == wanted {
                     Ok(v["volume"].clone())
                 } else {
@@ -216,7 +231,14 @@ impl Records {
     /// Boots `name` on `host` (no network: the stack has no Neutron), from
     /// the stand-in image or from `volume`; `ha` sets `HA_Enabled=True`.
     /// Returns its id once ACTIVE.
-    pub async fn boot(&self, name: &str, host: &str, image: &str, volume: Option<&str>, ha: bool) -> String {
+    pub async fn boot(
+        &self,
+        name: &str,
+        host: &str,
+        image: &str,
+        volume: Option<&str>,
+        ha: bool,
+    ) -> String {
         let flavor = self.flavor().await;
         let mut server = json!({
             "name": name, "flavorRef": flavor, "networks": "none", "host": host,
@@ -241,7 +263,9 @@ impl Records {
     }
 
     pub async fn server(&self, id: &str) -> Result<Server, String> {
-        let v = self.nova(Method::GET, &format!("/servers/{id}"), None).await?;
+        let v = self
+            .nova(Method::GET, &format!("/servers/{id}"), None)
+            .await?;
         Ok(Server::from(&v["server"]))
     }
 
@@ -280,10 +304,19 @@ impl Records {
 
     pub async fn servers(&self) -> Vec<Server> {
         let v = self
-            .nova(Method::GET, "/servers/detail?all_tenants=1&limit=1000", None)
+            .nova(
+                Method::GET,
+                "/servers/detail?all_tenants=1&limit=1000",
+                None,
+            )
             .await
             .unwrap();
-        v["servers"].as_array().unwrap().iter().map(Server::from).collect()
+        v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(Server::from)
+            .collect()
     }
 
     /// nova-compute services by host: (id, status, state, forced_down).
@@ -336,7 +369,12 @@ impl Records {
             .await
             .unwrap();
         let mut hosts = Vec::new();
-        for rp in a["allocations"].as_object().into_iter().flatten().map(|(k, _)| k) {
+        for rp in a["allocations"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
             let p = self
                 .placement(&format!("/resource_providers/{rp}"))
                 .await
@@ -351,7 +389,11 @@ impl Records {
     /// connector).
     pub async fn attachments(&self, volume: &str) -> Vec<Value> {
         let v = self
-            .cinder(Method::GET, &format!("/attachments/detail?volume_id={volume}"), None)
+            .cinder(
+                Method::GET,
+                &format!("/attachments/detail?volume_id={volume}"),
+                None,
+            )
             .await
             .unwrap();
         v["attachments"].as_array().cloned().unwrap_or_default()
@@ -361,14 +403,28 @@ impl Records {
     /// gone.
     pub async fn delete_everything(&self) {
         for s in self.servers().await {
-            let _ = self.nova(Method::DELETE, &format!("/servers/{}", s.id), None).await;
+            let _ = self
+                .nova(Method::DELETE, &format!("/servers/{}", s.id), None)
+                .await;
         }
-        eventually("every server deleted", Duration::from_secs(120), Duration::from_millis(500), || async {
-            let left = self.servers().await.len();
-            if left == 0 { Ok(()) } else { Err(format!("{left} left")) }
-        })
+        eventually(
+            "every server deleted",
+            Duration::from_secs(120),
+            Duration::from_millis(500),
+            || async {
+                let left = self.servers().await.len();
+                if left == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{left} left"))
+                }
+            },
+        )
         .await;
-        let volumes = self.cinder(Method::GET, "/volumes?all_tenants=1", None).await.unwrap();
+        let volumes = self
+            .cinder(Method::GET, "/volumes?all_tenants=1", None)
+            .await
+            .unwrap();
         for v in volumes["volumes"].as_array().into_iter().flatten() {
             let id = v["id"].as_str().unwrap();
             // A volume stuck in an attachment state is reset first.
@@ -376,13 +432,26 @@ impl Records {
                 .cinder(Method::POST, &format!("/volumes/{id}/action"),
                     Some(json!({"os-reset_status": {"status": "available", "attach_status": "detached"}})))
                 .await;
-            let _ = self.cinder(Method::DELETE, &format!("/volumes/{id}?cascade=true"), None).await;
+            let _ = self
+                .cinder(Method::DELETE, &format!("/volumes/{id}?cascade=true"), None)
+                .await;
         }
-        eventually("every volume deleted", Duration::from_secs(120), Duration::from_millis(500), || async {
-            let v = self.cinder(Method::GET, "/volumes?all_tenants=1", None).await?;
-            let left = v["volumes"].as_array().map_or(0, Vec::len);
-            if left == 0 { Ok(()) } else { Err(format!("{left} left")) }
-        })
+        eventually(
+            "every volume deleted",
+            Duration::from_secs(120),
+            Duration::from_millis(500),
+            || async {
+                let v = self
+                    .cinder(Method::GET, "/volumes?all_tenants=1", None)
+                    .await?;
+                let left = v["volumes"].as_array().map_or(0, Vec::len);
+                if left == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{left} left"))
+                }
+            },
+        )
         .await;
     }
 
@@ -391,19 +460,72 @@ impl Records {
     /// evacuated guests), enabled, and up.
     pub async fn restore_compute(&self, host: &str) {
         let id = self.compute_service(host).await.id;
-        eventually(&format!("{host} not forced down"), Duration::from_secs(120), Duration::from_secs(1), || async {
-            self.nova(Method::PUT, &format!("/os-services/{id}"), Some(json!({"forced_down": false})))
+        eventually(
+            &format!("{host} not forced down"),
+            Duration::from_secs(120),
+            Duration::from_secs(1),
+            || async {
+                self.nova(
+                    Method::PUT,
+                    &format!("/os-services/{id}"),
+                    Some(json!({"forced_down": false})),
+                )
                 .await
                 .map(|_| ())
-        })
+            },
+        )
         .await;
-        self.nova(Method::PUT, &format!("/os-services/{id}"), Some(json!({"status": "enabled"})))
-            .await
-            .unwrap();
-        eventually(&format!("{host} up"), Duration::from_secs(90), Duration::from_secs(1), || async {
-            let s = self.compute_service(host).await;
-            if s.up && s.enabled && !s.forced_down { Ok(()) } else { Err(format!("{s:?}")) }
-        })
+        self.nova(
+            Method::PUT,
+            &format!("/os-services/{id}"),
+            Some(json!({"status": "enabled"})),
+        )
+        .await
+        .unwrap();
+        eventually(
+            &format!("{host} up"),
+            Duration::from_secs(90),
+            Duration::from_secs(1),
+            || async {
+                let s = self.compute_service(host).await;
+                if s.up && s.enabled && !s.forced_down {
+                    Ok(())
+                } else {
+                    Err(format!("{s:?}"))
+                }
+            },
+        )
+        .await;
+        // Placement keeps COMPUTE_STATUS_DISABLED for a while after the
+        // compute is enabled again; until then every boot there fails with
+        // "No valid host".
+        eventually(
+            &format!("{host} schedulable in placement"),
+            Duration::from_secs(120),
+            Duration::from_secs(1),
+            || async {
+                let providers = self
+                    .placement(&format!("/resource_providers?name={host}"))
+                    .await?;
+                let uuid = providers["resource_providers"][0]["uuid"]
+                    .as_str()
+                    .ok_or("no resource provider")?
+                    .to_owned();
+                let traits = self
+                    .placement(&format!("/resource_providers/{uuid}/traits"))
+                    .await?;
+                let disabled = traits["traits"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|t| t == "COMPUTE_STATUS_DISABLED");
+                if disabled {
+                    Err("COMPUTE_STATUS_DISABLED".to_owned())
+                } else {
+                    Ok(())
+                }
+            },
+        )
         .await;
     }
 }
@@ -424,12 +546,24 @@ async fn token(http: &reqwest::Client, auth_url: &str, body: &Value) -> (String,
         .unwrap_or_else(|e| panic!("keystone login: {e}"))
 }
 
-async fn token_result(http: &reqwest::Client, auth_url: &str, body: &Value) -> Result<(String, Value), String> {
+async fn token_result(
+    http: &reqwest::Client,
+    auth_url: &str,
+    body: &Value,
+) -> Result<(String, Value), String> {
     let url = format!("{auth_url}/auth/tokens");
-    let resp = http.post(&url).json(body).send().await.map_err(|e| format!("{url}: {e}"))?;
+    let resp = http
+        .post(&url)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
     if !resp.status().is_success() {
         return Err(format!("{url}: {}", resp.status()));
     }
-    let token = resp.headers()["X-Subject-Token"].to_str().unwrap().to_owned();
+    let token = resp.headers()["X-Subject-Token"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     Ok((token, resp.json().await.map_err(|e| e.to_string())?))
 }

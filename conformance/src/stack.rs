@@ -21,7 +21,10 @@ impl Stack {
     /// saying the test did not run; under CI (`CI` set) a panic, since a
     /// conformance run that silently skipped proves nothing.
     pub fn from_env(test: &str) -> Option<Stack> {
-        let Some(ctl) = std::env::var(CTL_VARIABLE).ok().filter(|v| !v.trim().is_empty()) else {
+        let Some(ctl) = std::env::var(CTL_VARIABLE)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        else {
             assert!(
                 std::env::var_os("CI").is_none(),
                 "{test}: {CTL_VARIABLE} is not set under CI: start the real stack \
@@ -148,7 +151,8 @@ mod tests {
 
     #[test]
     fn env_lines_are_read() {
-        let env = parse_env("export OS_AUTH_URL='http://127.0.0.1:25000/v3'\nexport A='b c'\nnoise\n");
+        let env =
+            parse_env("export OS_AUTH_URL='http://127.0.0.1:25000/v3'\nexport A='b c'\nnoise\n");
         assert_eq!(env["OS_AUTH_URL"], "http://127.0.0.1:25000/v3");
         assert_eq!(env["A"], "b c");
         assert_eq!(env.len(), 2);

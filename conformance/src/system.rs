@@ -67,14 +67,25 @@ impl System {
     /// Starts both on a fresh SQLite database; `tune` adjusts the engine's
     /// settings first.
     pub async fn start(stack: &Stack, tune: impl FnOnce(&mut EngineSettings)) -> System {
+        Self::start_tuned(stack, tune, |_| {}).await
+    }
+
+    /// [`Self::start`], and `tune_api` adjusts the API's settings.
+    pub async fn start_tuned(
+        stack: &Stack,
+        tune: impl FnOnce(&mut EngineSettings),
+        tune_api: impl FnOnce(&mut ApiSettings),
+    ) -> System {
         let mut engine_settings = engine_settings(stack);
         tune(&mut engine_settings);
-        let engine = start_engine(engine_settings).await.expect("the engine starts");
+        let engine = start_engine(engine_settings)
+            .await
+            .expect("the engine starts");
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("api.db").display());
-        let api = start_api(api_settings(&url, engine.addr))
-            .await
-            .expect("the api starts");
+        let mut api_settings = api_settings(&url, engine.addr);
+        tune_api(&mut api_settings);
+        let api = start_api(api_settings).await.expect("the api starts");
         let channel = connect(api.addr).await;
         System {
             engine,
@@ -138,7 +149,11 @@ impl System {
 
     /// Waits for the notification's end and checks the invariants of the
     /// API's own records (`assert_honest`).
-    pub async fn terminal(&mut self, id: &str, within: Duration) -> (pb::Notification, Vec<pb::Vmove>) {
+    pub async fn terminal(
+        &mut self,
+        id: &str,
+        within: Duration,
+    ) -> (pb::Notification, Vec<pb::Vmove>) {
         let deadline = tokio::time::Instant::now() + within;
         let n = loop {
             let n = self

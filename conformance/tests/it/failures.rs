@@ -2,19 +2,21 @@
 
 use std::time::{Duration, Instant};
 
+use instanceha_conformance::stack::eventually;
 use instanceha_conformance::system::System;
 use instanceha_proto::v1 as pb;
 use reqwest::Method;
 
 use crate::clean_stack;
-use crate::workload::{assert_recovered, boot, restore};
+use instanceha_conformance::workload::{assert_recovered, boot, restore};
 
 /// A host failure takes Nova seconds; ten times the ideal is generous.
 pub const PATIENCE: Duration = Duration::from_secs(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_host_with_ten_instances_is_recovered() {
-    let Some((stack, records, _guard)) = clean_stack("a_failed_host_with_ten_instances_is_recovered").await
+    let Some((stack, records, _guard)) =
+        clean_stack("a_failed_host_with_ten_instances_is_recovered").await
     else {
         return;
     };
@@ -41,7 +43,9 @@ async fn a_failed_host_with_ten_instances_is_recovered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_instance_is_stopped_and_started() {
-    let Some((stack, records, _guard)) = clean_stack("a_failed_instance_is_stopped_and_started").await else {
+    let Some((stack, records, _guard)) =
+        clean_stack("a_failed_instance_is_stopped_and_started").await
+    else {
         return;
     };
     let computes = stack.computes();
@@ -72,10 +76,18 @@ async fn a_failed_instance_is_stopped_and_started() {
     assert_eq!(vmoves.len(), 1);
     assert_eq!(vmoves[0].status, pb::VmoveStatus::Succeeded as i32);
     let s = records.server(id).await.unwrap();
-    assert_eq!((s.status.as_str(), s.host.as_str(), s.locked), ("ACTIVE", host, false), "{s:?}");
+    assert_eq!(
+        (s.status.as_str(), s.host.as_str(), s.locked),
+        ("ACTIVE", host, false),
+        "{s:?}"
+    );
     // Nova's own record of what was done to it: stopped, then started.
     let actions = records
-        .nova(Method::GET, &format!("/servers/{id}/os-instance-actions"), None)
+        .nova(
+            Method::GET,
+            &format!("/servers/{id}/os-instance-actions"),
+            None,
+        )
         .await
         .unwrap();
     let mut names: Vec<&str> = actions["instanceActions"]
@@ -97,7 +109,9 @@ async fn a_stopped_compute_process_is_disabled_and_enabled_when_it_starts() {
     };
     let computes = stack.computes();
     let host = computes[2].as_str();
-    let mut system = System::start(&stack, |_| {}).await;
+    // Masakari leaves the service disabled on STARTED; instance-ha can
+    // enable it again (process_failure.enable_on_started).
+    let mut system = System::start(&stack, |s| s.process_failure.enable_on_started = true).await;
     system.segment(&computes).await;
     let process = |event: &'static str| [("process_name", "nova-compute"), ("event", event)];
 
@@ -135,4 +149,14 @@ async fn a_stopped_compute_process_is_disabled_and_enabled_when_it_starts() {
     );
     let service = records.compute_service(host).await;
     assert!(service.enabled && !service.forced_down, "{service:?}");
+    eventually(
+        &format!("{host} up"),
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || async {
+            let s = records.compute_service(host).await;
+            if s.up { Ok(()) } else { Err(format!("{s:?}")) }
+        },
+    )
+    .await;
 }

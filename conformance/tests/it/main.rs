@@ -4,9 +4,8 @@
 //! test, one test at a time; each starts from a clean cloud (no servers, no
 //! volumes, every process running, every compute in service).
 
-mod faults;
 mod failures;
-mod workload;
+mod faults;
 
 use std::sync::LazyLock;
 

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use instanceha_conformance::records::Records;
-use instanceha_conformance::stack::{Stack, eventually};
+use crate::records::Records;
+use crate::stack::{Stack, eventually};
 use instanceha_proto::v1 as pb;
 use tokio::task::JoinSet;
 
@@ -79,13 +79,28 @@ pub async fn assert_recovered(
         "{}",
         notification.message
     );
+    assert_moved(records, failed, instances, vmoves).await;
+}
+
+/// Each of `instances` recovered off `failed`, as Nova, Cinder and
+/// Placement say, with a succeeded vmove.
+pub async fn assert_moved(
+    records: &Records,
+    failed: &str,
+    instances: &[Instance],
+    vmoves: &[pb::Vmove],
+) {
     let moved: BTreeSet<&str> = vmoves
         .iter()
         .filter(|v| v.status == pb::VmoveStatus::Succeeded as i32)
         .map(|v| v.instance_id.as_str())
         .collect();
     for i in instances {
-        assert!(moved.contains(i.id.as_str()), "no succeeded vmove for {}", i.name);
+        assert!(
+            moved.contains(i.id.as_str()),
+            "no succeeded vmove for {}",
+            i.name
+        );
         let s = records.server(&i.id).await.unwrap();
         let wanted = if i.stopped { "SHUTOFF" } else { "ACTIVE" };
         assert_eq!(s.status, wanted, "{}: {s:?}", i.name);
@@ -97,7 +112,12 @@ pub async fn assert_recovered(
             .iter()
             .filter(|m| m["status"] == "done" || m["status"] == "completed")
             .collect();
-        assert_eq!(settled.len(), 1, "{}: one settled evacuation: {evacuations:?}", i.name);
+        assert_eq!(
+            settled.len(),
+            1,
+            "{}: one settled evacuation: {evacuations:?}",
+            i.name
+        );
         assert_eq!(settled[0]["dest_compute"], s.host.as_str(), "{}", i.name);
         let allocated = records.allocation_hosts(&i.id).await;
         assert!(
@@ -109,13 +129,22 @@ pub async fn assert_recovered(
         if let Some(volume) = &i.volume {
             let attachments = records.attachments(volume).await;
             assert_eq!(attachments.len(), 1, "{}: {attachments:?}", i.name);
-            assert_eq!(attachments[0]["status"], "attached", "{}: {attachments:?}", i.name);
+            assert_eq!(
+                attachments[0]["status"], "attached",
+                "{}: {attachments:?}",
+                i.name
+            );
             assert_eq!(attachments[0]["instance"], i.id.as_str(), "{}", i.name);
             let v = records
                 .volume_status(volume, "in-use", Duration::from_secs(5))
                 .await;
             assert_eq!(v["attachments"].as_array().map(Vec::len), Some(1), "{v}");
-            assert_eq!(v["attachments"][0]["host_name"], s.host.as_str(), "{}: {v}", i.name);
+            assert_eq!(
+                v["attachments"][0]["host_name"],
+                s.host.as_str(),
+                "{}: {v}",
+                i.name
+            );
         }
     }
 }
