@@ -17,6 +17,7 @@ mod db;
 mod intake;
 mod masakari;
 mod procs;
+mod real;
 mod recovery;
 mod report;
 mod scenario;
@@ -115,6 +116,23 @@ enum Command {
         recovery: RecoveryTuning,
         #[command(flatten)]
         intake: IntakeTuning,
+    },
+    /// The host-failure scenario on a real OpenStack
+    /// (conformance/real-openstack, named by INSTANCEHA_REAL_OPENSTACK_CTL)
+    /// against Nova's own ideal, alternating, in the same run.
+    Real {
+        /// Runs of each (instance-ha and the ideal).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// HA instances on the failed host.
+        #[arg(long, default_value_t = 10)]
+        instances: usize,
+        /// Of which boot from a volume.
+        #[arg(long, default_value_t = 2)]
+        bfv: usize,
+        /// Of which are stopped.
+        #[arg(long, default_value_t = 1)]
+        stopped: usize,
     },
     /// Only Masakari's modelled figures for the scenarios (no process runs).
     Model {
@@ -268,6 +286,26 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             Some((scenarios(&["all".to_owned()])?, recovery.clone())),
             Some((IntakeDb::Both, intake.clone())),
         ),
+        Command::Real {
+            runs,
+            instances,
+            bfv,
+            stopped,
+        } => {
+            let report = real::run(&real::RealSettings {
+                runs: *runs,
+                instances: *instances,
+                bfv: *bfv,
+                stopped: *stopped,
+            })
+            .await?;
+            println!("{}", real::table(&report));
+            if let Some(path) = &common.json {
+                std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            return Ok(true);
+        }
         Command::Model {
             scenarios: names,
             seed,
