@@ -44,9 +44,13 @@ pub const PROTOBUF_EDGES: &[&str] = &[
     "bench/src/cloud.rs",
     "bench/src/intake.rs",
     "bench/src/recovery.rs",
+    "bench/src/real.rs",
     // The test kit (simulator + engine + API for the demo, the benchmark
     // and the system tests) drives the services over gRPC as tests do.
     "testkit/",
+    // The conformance library drives them the same way against a real
+    // OpenStack.
+    "conformance/",
     // The agent's client of the public API.
     "agent/src/client.rs",
 ];
