@@ -76,6 +76,7 @@ pub async fn run(settings: &RealSettings) -> anyhow::Result<RealReport> {
             instanceha_conformance::stack::CTL_VARIABLE
         );
     };
+    let _hold = stack.hold().await;
     let records = Records::login(&stack).await;
     let computes = stack.computes();
     let failed = computes[0].clone();

@@ -58,6 +58,24 @@ impl Stack {
             .unwrap_or_else(|| panic!("stack.py env has no {key}"))
     }
 
+    /// Holds the stack for one user at a time, across processes (the
+    /// tests of several binaries, the benchmark): an exclusive lock on a
+    /// file in its state directory, released when the hold is dropped.
+    pub async fn hold(&self) -> Hold {
+        let path = std::path::Path::new(self.var("INSTANCEHA_REAL_OPENSTACK_DIR")).join("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file = tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+            .await
+            .expect("the lock task")
+            .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+        Hold { _file: file }
+    }
+
     /// The nova-compute hosts, in order.
     pub fn computes(&self) -> Vec<String> {
         self.var("INSTANCEHA_REAL_OPENSTACK_COMPUTES")
@@ -115,6 +133,11 @@ impl Stack {
             .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
             .collect()
     }
+}
+
+/// The stack held (see [`Stack::hold`]).
+pub struct Hold {
+    _file: std::fs::File,
 }
 
 /// `export KEY='value'` lines.

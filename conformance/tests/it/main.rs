@@ -10,17 +10,25 @@ mod faults;
 use std::sync::LazyLock;
 
 use instanceha_conformance::records::Records;
-use instanceha_conformance::stack::Stack;
+use instanceha_conformance::stack::{Hold, Stack};
 use tokio::sync::{Mutex, MutexGuard};
 
-/// One test at a time on the one stack.
+/// One test at a time on the one stack (in this process; [`Stack::hold`]
+/// across processes).
 static STACK: LazyLock<Mutex<()>> = LazyLock::new(|| Mutex::new(()));
+
+/// The stack held for one test.
+pub struct Held(
+    #[allow(dead_code)] MutexGuard<'static, ()>,
+    #[allow(dead_code)] Hold,
+);
 
 /// The stack, clean, held for the test; `None` when there is no stack (and
 /// not under CI).
-pub async fn clean_stack(test: &str) -> Option<(Stack, Records, MutexGuard<'static, ()>)> {
+pub async fn clean_stack(test: &str) -> Option<(Stack, Records, Held)> {
     let stack = Stack::from_env(test)?;
     let guard = STACK.lock().await;
+    let hold = stack.hold().await;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -36,5 +44,12 @@ pub async fn clean_stack(test: &str) -> Option<(Stack, Records, MutexGuard<'stat
             records.restore_compute(&host).await;
         }
     }
-    Some((stack, records, guard))
+    Some((
+        stack,
+        records,
+        Held {
+            _guard: guard,
+            _hold: hold,
+        },
+    ))
 }
