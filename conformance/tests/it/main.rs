@@ -18,10 +18,10 @@ use tokio::sync::{Mutex, MutexGuard};
 static STACK: LazyLock<Mutex<()>> = LazyLock::new(|| Mutex::new(()));
 
 /// The stack held for one test.
-pub struct Held(
-    #[allow(dead_code)] MutexGuard<'static, ()>,
-    #[allow(dead_code)] Hold,
-);
+pub struct Held {
+    _guard: MutexGuard<'static, ()>,
+    _hold: Hold,
+}
 
 /// The stack, clean, held for the test; `None` when there is no stack (and
 /// not under CI).
