@@ -53,6 +53,7 @@ max_retry_after = "{max_retry_after}"
 
 [recovery]
 poll_interval = "{poll}"
+migration_poll_interval = "{migration_poll}"
 evacuation_timeout = "{evacuation_timeout}"
 power_timeout = "{power_timeout}"
 
@@ -68,6 +69,7 @@ filter = "{log_filter}"
             max_backoff = v("openstack.retry.max_backoff"),
             max_retry_after = v("openstack.retry.max_retry_after"),
             poll = v("recovery.poll_interval"),
+            migration_poll = v("recovery.migration_poll_interval"),
             evacuation_timeout = v("recovery.evacuation_timeout"),
             power_timeout = v("recovery.power_timeout"),
             service_down_timeout = v("host_failure.service_down_timeout"),

@@ -151,6 +151,11 @@ pub struct RecoverySettings {
     /// How often evacuations, power changes and service states are read.
     #[serde(with = "humantime_serde")]
     pub poll_interval: Duration,
+    /// How often the evacuation migrations away from a failed host are
+    /// listed (one call per failed host, only the records changed since
+    /// the last one): how soon the end of an evacuation is seen.
+    #[serde(with = "humantime_serde")]
+    pub migration_poll_interval: Duration,
     /// How long one evacuation may take before it counts as failed
     /// (Masakari: 90 s).
     #[serde(with = "humantime_serde")]
@@ -176,6 +181,7 @@ impl Default for RecoverySettings {
             max_concurrent_instances: 64,
             max_concurrent_instances_total: 512,
             poll_interval: Duration::from_secs(1),
+            migration_poll_interval: Duration::from_millis(250),
             evacuation_timeout: Duration::from_secs(900),
             power_timeout: Duration::from_secs(180),
             lock_reason_prefix: "instance-ha".to_owned(),
@@ -467,6 +473,7 @@ impl Settings {
         WorkflowSettings {
             max_concurrent_instances: self.recovery.max_concurrent_instances,
             poll_interval: self.recovery.poll_interval,
+            migration_poll_interval: self.recovery.migration_poll_interval,
             evacuation_timeout: self.recovery.evacuation_timeout,
             power_timeout: self.recovery.power_timeout,
             lock_reason_prefix: self.recovery.lock_reason_prefix.clone(),

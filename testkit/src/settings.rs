@@ -78,6 +78,7 @@ pub fn quick_engine(settings: &mut EngineSettings) {
     settings.openstack.retry.max_backoff = Duration::from_millis(40);
     settings.openstack.retry.max_retry_after = Duration::from_millis(100);
     settings.recovery.poll_interval = Duration::from_millis(20);
+    settings.recovery.migration_poll_interval = Duration::from_millis(20);
     settings.recovery.evacuation_timeout = Duration::from_secs(20);
     settings.recovery.power_timeout = Duration::from_secs(10);
     settings.host_failure.service_down_timeout = Duration::from_secs(5);
@@ -126,6 +127,11 @@ impl Pacing {
                 "engine",
                 "recovery.poll_interval",
                 engine.recovery.poll_interval,
+            ),
+            paced(
+                "engine",
+                "recovery.migration_poll_interval",
+                engine.recovery.migration_poll_interval,
             ),
             paced(
                 "engine",
@@ -186,6 +192,7 @@ impl Pacing {
     pub fn engine(&self, settings: &mut EngineSettings) {
         let v = |key| self.value(key);
         settings.recovery.poll_interval = v("recovery.poll_interval");
+        settings.recovery.migration_poll_interval = v("recovery.migration_poll_interval");
         settings.recovery.evacuation_timeout = v("recovery.evacuation_timeout");
         settings.recovery.power_timeout = v("recovery.power_timeout");
         settings.host_failure.service_down_timeout = v("host_failure.service_down_timeout");
@@ -225,6 +232,7 @@ mod tests {
         for paced in Pacing::settings() {
             let applied = match paced.key {
                 "recovery.poll_interval" => engine.recovery.poll_interval,
+                "recovery.migration_poll_interval" => engine.recovery.migration_poll_interval,
                 "recovery.evacuation_timeout" => engine.recovery.evacuation_timeout,
                 "recovery.power_timeout" => engine.recovery.power_timeout,
                 "host_failure.service_down_timeout" => engine.host_failure.service_down_timeout,

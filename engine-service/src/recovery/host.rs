@@ -158,26 +158,39 @@ impl Run {
         let watching = self.or_cancel(MigrationWatch::start(
             self.openstack().clone(),
             host.clone(),
-            self.settings().poll_interval,
+            self.settings().migration_poll_interval,
         ));
         let (service, listed, watch) =
             tokio::join!(self.take_failed_service_down(&host), listing, watching);
         let (listed, watch) = (listed.transpose()?, Arc::new(watch?));
-        if let Err(failure) = service? {
-            self.reporter.progress(
-                "disable_compute_service",
-                ProgressState::Failed,
-                failure.to_string(),
-            );
-            return Ok(RunOutcome::Failed {
-                message: failure.to_string(),
-                retryable: failure.transient,
-            });
-        }
+        let to_disable = match service? {
+            Ok(to_disable) => to_disable,
+            Err(failure) => {
+                self.reporter.progress(
+                    "disable_compute_service",
+                    ProgressState::Failed,
+                    failure.to_string(),
+                );
+                return Ok(RunOutcome::Failed {
+                    message: failure.to_string(),
+                    retryable: failure.transient,
+                });
+            }
+        };
         self.reporter.progress(
             "disable_compute_service",
-            ProgressState::Succeeded,
-            format!("nova-compute on {host} is down and disabled"),
+            if to_disable.is_some() {
+                ProgressState::Info
+            } else {
+                ProgressState::Succeeded
+            },
+            if to_disable.is_some() {
+                format!(
+                    "nova-compute on {host} is forced down; disabling it alongside the evacuations"
+                )
+            } else {
+                format!("nova-compute on {host} is down and disabled")
+            },
         );
         let wait = self.settings().wait_after_service_update;
         if !wait.is_zero() {
@@ -257,7 +270,20 @@ impl Run {
                     .join(", then ")
             ),
         );
-        let results = self.evacuate_all(jobs, targets, watch, fenced).await;
+        let results = match to_disable {
+            // Forced down, Nova already evacuates and schedules nothing
+            // there: the disable (which keeps the host out of scheduling
+            // once it is back) is off the path to the first evacuation.
+            Some(service) => {
+                let (disabled, results) = tokio::join!(
+                    self.disable_failed_service(&host, service),
+                    self.evacuate_all(jobs, targets, watch, fenced)
+                );
+                disabled?;
+                results
+            }
+            None => self.evacuate_all(jobs, targets, watch, fenced).await,
+        };
         let failed = results
             .iter()
             .filter(|o| matches!(o, InstanceResult::Failed { .. }))
@@ -468,10 +494,13 @@ impl Run {
     /// Forces the failed host's nova-compute down (if configured), then
     /// disables it with a reason; without force-down, waits until Nova sees
     /// it down.
+    /// Takes the failed host's nova-compute down: forced down (then the
+    /// service, still to disable, is returned) or, without force-down,
+    /// disabled and waited for until Nova sees it down.
     async fn take_failed_service_down(
         &self,
         host: &str,
-    ) -> Result<Result<(), StepFailure>, Cancelled> {
+    ) -> Result<Result<Option<ComputeService>, StepFailure>, Cancelled> {
         const STEP: &str = "disable_compute_service";
         let service = match self
             .or_cancel(self.openstack().compute_service(host))
@@ -504,6 +533,9 @@ impl Run {
                 Err(e) => return Ok(Err(StepFailure::new(STEP, e).doing("force down"))),
             }
         }
+        if self.settings().force_down {
+            return Ok(Ok((service.status != "disabled").then_some(service)));
+        }
         if service.status != "disabled" {
             let update = ServiceUpdate {
                 enabled: Some(false),
@@ -518,28 +550,58 @@ impl Run {
                 Err(e) => return Ok(Err(StepFailure::new(STEP, e).doing("disable"))),
             }
         }
-        if !self.settings().force_down {
-            let deadline = tokio::time::Instant::now() + self.settings().service_down_timeout;
-            while service.state != "down" {
-                if tokio::time::Instant::now() >= deadline {
-                    return Ok(Err(StepFailure::new(
-                        STEP,
-                        format!(
-                            "nova still reports nova-compute on {host} up after {}",
-                            humantime::format_duration(self.settings().service_down_timeout)
-                        ),
-                    )));
-                }
-                self.pause(self.settings().poll_interval).await?;
-                if let Ok(Some(current)) = self
-                    .or_cancel(self.openstack().compute_service(host))
-                    .await?
-                {
-                    service = current;
-                }
+        let deadline = tokio::time::Instant::now() + self.settings().service_down_timeout;
+        while service.state != "down" {
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(Err(StepFailure::new(
+                    STEP,
+                    format!(
+                        "nova still reports nova-compute on {host} up after {}",
+                        humantime::format_duration(self.settings().service_down_timeout)
+                    ),
+                )));
+            }
+            self.pause(self.settings().poll_interval).await?;
+            if let Ok(Some(current)) = self
+                .or_cancel(self.openstack().compute_service(host))
+                .await?
+            {
+                service = current;
             }
         }
-        Ok(Ok(()))
+        Ok(Ok(None))
+    }
+
+    /// Disables the failed host's nova-compute, already forced down, with
+    /// the reason, alongside the evacuations; a failure is reported and does
+    /// not stop them (forced down, the host is neither a source of new
+    /// trouble nor a scheduling target).
+    async fn disable_failed_service(
+        &self,
+        host: &str,
+        service: ComputeService,
+    ) -> Result<(), Cancelled> {
+        let update = ServiceUpdate {
+            enabled: Some(false),
+            disabled_reason: Some(self.settings().host_disable_reason.clone()),
+            ..ServiceUpdate::default()
+        };
+        match self
+            .or_cancel(self.openstack().update_service(&service, &update))
+            .await?
+        {
+            Ok(_) => self.reporter.progress(
+                "disable_compute_service",
+                ProgressState::Succeeded,
+                format!("nova-compute on {host} is down and disabled"),
+            ),
+            Err(e) => self.reporter.progress(
+                "disable_compute_service",
+                ProgressState::Failed,
+                format!("disable nova-compute on {host} (it stays forced down): {e}"),
+            ),
+        }
+        Ok(())
     }
 
     /// Enables a reserved host's nova-compute (and adds it to the failed

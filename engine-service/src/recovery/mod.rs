@@ -84,6 +84,7 @@ pub struct InstanceRef {
 pub struct WorkflowSettings {
     pub max_concurrent_instances: usize,
     pub poll_interval: Duration,
+    pub migration_poll_interval: Duration,
     pub evacuation_timeout: Duration,
     pub power_timeout: Duration,
     pub lock_reason_prefix: String,
