@@ -1,6 +1,6 @@
 //! The `instanceha-api` binary as a child process, as it ships: its own
 //! allocator, its own runtime, its log on standard output. For what only
-//! the process shows, such as its resident memory.
+//! the process shows: its resident memory, its start-up log.
 
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -16,6 +16,8 @@ pub struct ApiProcess {
     child: tokio::process::Child,
     /// Where its gRPC API listens.
     pub addr: SocketAddr,
+    /// Every line it printed so far.
+    lines: Arc<Mutex<Vec<String>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -92,6 +94,7 @@ impl ApiProcess {
         Self {
             child,
             addr,
+            lines,
             _dir: dir,
         }
     }
@@ -107,6 +110,11 @@ impl ApiProcess {
             .connect()
             .await
             .expect("a connection to the API")
+    }
+
+    /// What it printed so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
     }
 
     /// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`...).
