@@ -9,6 +9,14 @@ use clap::Parser;
 use instanceha_api::config::{Overrides, Settings};
 use instanceha_api::server::Server;
 
+/// jemalloc, whose background threads give memory freed by ended work
+/// (15,000 closed watch streams, say) back to the system within its
+/// `dirty_decay_ms`, 10 s; glibc's malloc kept it in its per-thread arenas
+/// (BENCHMARKS.md, watch stream memory).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// instance-ha's API service: the notification API for monitoring agents
 /// and operators, persistence, and dispatch of recoveries to the engine.
 #[derive(Debug, Parser)]

@@ -93,19 +93,8 @@ impl Server {
             .tls
             .rustls("tls")
             .map_err(|e| Error::Config(e.to_string()))?;
-        if settings.auth.mode != crate::auth::AuthMode::None && tls.is_none() {
-            // Tokens in plaintext are anyone's on the path.
-            let listeners = std::iter::once(("grpc", settings.listen)).chain(
-                settings
-                    .rest
-                    .enabled
-                    .then_some(("rest", settings.rest.listen)),
-            );
-            for (listener, addr) in listeners {
-                if !addr.ip().is_loopback() {
-                    tracing::warn!(%listener, %addr, "callers' tokens cross the network in plaintext: set tls.cert_file and tls.key_file (or terminate tls in a mesh)");
-                }
-            }
+        for (listener, addr) in plaintext_token_listeners(settings) {
+            tracing::warn!(%listener, %addr, "callers' tokens cross the network in plaintext: set tls.cert_file and tls.key_file (or terminate tls in a mesh)");
         }
         let store = Store::open(&settings.database).await?;
         let intake = IntakeSettings {
@@ -298,6 +287,24 @@ impl Server {
     }
 }
 
+/// The listeners (`grpc`, `rest`) that take callers' tokens in plaintext
+/// on an address beyond loopback, where they are anyone's on the path:
+/// authentication on, TLS off. Each is warned about at start.
+pub fn plaintext_token_listeners(settings: &Settings) -> Vec<(&'static str, SocketAddr)> {
+    if settings.auth.mode == crate::auth::AuthMode::None || settings.tls.enabled() {
+        return Vec::new();
+    }
+    std::iter::once(("grpc", settings.listen))
+        .chain(
+            settings
+                .rest
+                .enabled
+                .then_some(("rest", settings.rest.listen)),
+        )
+        .filter(|(_, addr)| !addr.ip().is_loopback())
+        .collect()
+}
+
 /// Reports NOT_SERVING while the database does not answer, so that load
 /// balancers and Kubernetes probes route around a replica that cannot work.
 async fn watch_database(api: Api, reporter: HealthReporter) {
@@ -319,5 +326,60 @@ async fn watch_database(api: Api, reporter: HealthReporter) {
                 reporter.set_service_status(service, status).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::AuthMode;
+
+    fn settings(auth: AuthMode, grpc: &str, rest: Option<&str>) -> Settings {
+        let mut settings = Settings {
+            listen: grpc.parse().unwrap(),
+            ..Settings::default()
+        };
+        settings.auth.mode = auth;
+        settings.rest.enabled = rest.is_some();
+        if let Some(rest) = rest {
+            settings.rest.listen = rest.parse().unwrap();
+        }
+        settings
+    }
+
+    fn names(settings: &Settings) -> Vec<&'static str> {
+        plaintext_token_listeners(settings)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    #[test]
+    fn listeners_taking_tokens_in_plaintext_beyond_loopback_are_named() {
+        for auth in [AuthMode::Keystone, AuthMode::Static] {
+            let open = settings(auth, "0.0.0.0:15869", Some("[::]:15868"));
+            assert_eq!(names(&open), ["grpc", "rest"], "{auth:?}");
+            assert_eq!(
+                plaintext_token_listeners(&open)[0].1,
+                open.listen,
+                "the address is the one warned about"
+            );
+            let grpc_only = settings(auth, "192.0.2.10:15869", None);
+            assert_eq!(names(&grpc_only), ["grpc"], "{auth:?}");
+            let rest_only = settings(auth, "127.0.0.1:15869", Some("0.0.0.0:15868"));
+            assert_eq!(names(&rest_only), ["rest"], "{auth:?}");
+        }
+    }
+
+    #[test]
+    fn loopback_tls_or_no_tokens_need_no_warning() {
+        let loopback = settings(AuthMode::Keystone, "127.0.0.1:15869", Some("[::1]:15868"));
+        assert!(names(&loopback).is_empty());
+        let mut with_tls = settings(AuthMode::Keystone, "0.0.0.0:15869", Some("0.0.0.0:15868"));
+        with_tls.tls.cert_file = Some("/etc/instanceha/tls/api.pem".into());
+        with_tls.tls.key_file = Some("/etc/instanceha/tls/api.key".into());
+        assert!(names(&with_tls).is_empty());
+        let no_tokens = settings(AuthMode::None, "0.0.0.0:15869", Some("0.0.0.0:15868"));
+        assert!(names(&no_tokens).is_empty());
     }
 }

@@ -378,7 +378,7 @@ impl Settings {
             None => None,
         };
         let mutual_tls = self.tls.enabled() && self.tls.client_ca_file.is_some();
-        if token.is_some() && !self.tls.enabled() && !self.listen.ip().is_loopback() {
+        if self.link_token_in_plaintext() {
             tracing::warn!(
                 listen = %self.listen,
                 "the link token crosses the network in plaintext: set tls.cert_file and tls.key_file (or terminate tls in a mesh)"
@@ -397,6 +397,13 @@ impl Settings {
             );
         }
         Ok(token)
+    }
+
+    /// Whether the link token (`link.token_file`) reaches the engine in
+    /// plaintext across the network: TLS off on an address beyond
+    /// loopback. Warned about at start.
+    pub fn link_token_in_plaintext(&self) -> bool {
+        self.link.token_file.is_some() && !self.tls.enabled() && !self.listen.ip().is_loopback()
     }
 
     /// The engine's credentials, the service identity's, and the client
@@ -617,6 +624,30 @@ mod tests {
         assert!(settings.link_token().unwrap().unwrap().matches(b"s3cret"));
         // Loopback stays open, for tests and the demo.
         assert!(Settings::default().link_token().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_link_token_beyond_loopback_without_tls_is_in_plaintext() {
+        let mut settings = Settings {
+            listen: "0.0.0.0:15870".parse().unwrap(),
+            ..Settings::default()
+        };
+        settings.link.token_file = Some(PathBuf::from("/etc/instanceha/link/token"));
+        assert!(settings.link_token_in_plaintext());
+        settings.listen = "[fd00::5]:15870".parse().unwrap();
+        assert!(settings.link_token_in_plaintext());
+        // With TLS, on loopback, or without a token: nothing to warn about.
+        let mut with_tls = settings.clone();
+        with_tls.tls.cert_file = Some("/etc/instanceha/tls/engine.pem".into());
+        with_tls.tls.key_file = Some("/etc/instanceha/tls/engine.key".into());
+        assert!(!with_tls.link_token_in_plaintext());
+        for loopback in ["127.0.0.1:15870", "[::1]:15870"] {
+            let mut on_loopback = settings.clone();
+            on_loopback.listen = loopback.parse().unwrap();
+            assert!(!on_loopback.link_token_in_plaintext(), "{loopback}");
+        }
+        settings.link.token_file = None;
+        assert!(!settings.link_token_in_plaintext());
     }
 
     #[test]

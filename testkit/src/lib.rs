@@ -11,9 +11,12 @@
 //! * [`cloud`]: the three together with clients of the public API, and
 //!   what tests ask of them (report a failure, wait for the end).
 //! * [`check`]: the invariants every terminal notification must hold.
+//! * `pki` (the `pki` feature): a CA and certificates for TLS tests.
 
 pub mod check;
 pub mod cloud;
+#[cfg(feature = "pki")]
+pub mod pki;
 pub mod process;
 pub mod settings;
 pub mod telemetry;

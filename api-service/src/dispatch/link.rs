@@ -48,6 +48,19 @@ pub enum Received {
     Closed,
 }
 
+/// Whether a token sent to `engine` crosses the network in plaintext:
+/// `http:` to a host beyond loopback.
+fn token_in_plaintext(engine: &http::Uri) -> bool {
+    let loopback = engine.host().is_some_and(|host| {
+        host == "localhost"
+            || host
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    engine.scheme_str() == Some("http") && !loopback
+}
+
 impl EngineLink {
     /// A lazily connecting client for `settings.engine_url`, with TLS and
     /// the link token when configured.
@@ -78,14 +91,7 @@ impl EngineLink {
         } else if settings.engine_url.starts_with("https:") {
             return Err("dispatch.engine_url is https: set dispatch.tls.ca_file".to_owned());
         }
-        let loopback = endpoint.uri().host().is_some_and(|host| {
-            host == "localhost"
-                || host
-                    .trim_matches(|c| c == '[' || c == ']')
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        });
-        if authorization.is_some() && settings.engine_url.starts_with("http:") && !loopback {
+        if authorization.is_some() && token_in_plaintext(endpoint.uri()) {
             tracing::warn!(engine_url = %settings.engine_url, "the link token crosses the network in plaintext: use an https engine_url with dispatch.tls (or a mesh)");
         }
         let endpoint = endpoint
@@ -220,5 +226,40 @@ fn describe(status: &tonic::Status) -> String {
         format!("{:?}", status.code())
     } else {
         format!("{:?}: {message}", status.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_in_plaintext;
+
+    fn plaintext(url: &str) -> bool {
+        token_in_plaintext(&url.parse().unwrap())
+    }
+
+    #[test]
+    fn a_token_over_http_beyond_loopback_is_in_plaintext() {
+        for url in [
+            "http://instanceha-engine:15870",
+            "http://10.0.0.5:15870",
+            "http://[fd00::5]:15870",
+            "http://engine.example.org",
+        ] {
+            assert!(plaintext(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn a_token_over_https_or_on_loopback_is_not() {
+        for url in [
+            "https://instanceha-engine:15870",
+            "https://10.0.0.5:15870",
+            "http://127.0.0.1:15870",
+            "http://127.3.2.1:15870",
+            "http://localhost:15870",
+            "http://[::1]:15870",
+        ] {
+            assert!(!plaintext(url), "{url}");
+        }
     }
 }

@@ -377,7 +377,9 @@ async fn static_tokens_enforce_roles_on_every_rpc() {
     app.stop().await;
 }
 
-async fn token_of(sim: &Sim, user: &str, project: &str) -> String {
+/// A Keystone token of the simulator's `user` (password `secret`) in
+/// `project`.
+pub(crate) async fn token_of(sim: &Sim, user: &str, project: &str) -> String {
     let credentials = Credentials {
         auth_url: Some(sim.auth_url()),
         username: Some(user.into()),

@@ -11,6 +11,7 @@ mod helpers;
 mod hosts;
 mod limits;
 mod notifications;
+mod process;
 mod props;
 mod rest;
 mod segments;

@@ -1,4 +1,5 @@
-//! The server's own surface: gRPC health and reflection.
+//! The server's own surface: gRPC health and reflection, graceful
+//! shutdown, and the warnings of its start.
 
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
@@ -7,8 +8,12 @@ use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
+use instanceha_api::auth::token_sha256;
+use instanceha_testkit::pki::Pki;
+
 use crate::backends::Backend;
 use crate::helpers::{segment_request, spawn_app, spawn_app_with};
+use crate::process::ApiProcess;
 use crate::rest::Rest;
 
 /// The `grpc.health.v1` status of `service`.
@@ -133,4 +138,98 @@ async fn shutdown_reports_not_ready_and_keeps_serving_through_the_drain_delay() 
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     app.stop().await;
+}
+
+/// The JSON log lines of `api` at `level` whose message contains `text`.
+fn logged(api: &ApiProcess, level: &str, text: &str) -> Vec<serde_json::Value> {
+    api.lines()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|entry| {
+            entry["level"] == level
+                && entry["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains(text))
+        })
+        .collect()
+}
+
+/// The `instanceha-api` binary warns, naming the listener and its address,
+/// when a listener beyond loopback takes callers' tokens in plaintext; not
+/// on loopback, not with TLS. (Which listeners: `server::tests`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_in_plaintext_beyond_loopback_are_warned_about_at_start() {
+    const WARNING: &str = "tokens cross the network in plaintext";
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "[[token]]\nname = \"ops\"\nsha256 = \"{}\"\nroles = [\"admin\"]\n",
+            token_sha256("ops-token")
+        ),
+    )
+    .unwrap();
+    let auth = format!(
+        "[auth]\nmode = \"static\"\nstatic_tokens_file = \"{}\"\n",
+        tokens.display()
+    );
+    // Both listeners on every address, in plaintext.
+    let everywhere =
+        format!("listen = \"0.0.0.0:0\"\n{auth}[rest]\nenabled = true\nlisten = \"0.0.0.0:0\"\n");
+    let open = ApiProcess::start(&everywhere).await;
+    let warnings = logged(&open, "WARN", WARNING);
+    let named: Vec<(&str, &str)> = warnings
+        .iter()
+        .map(|w| {
+            (
+                w["listener"].as_str().unwrap_or_default(),
+                w["addr"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [("grpc", "0.0.0.0:0"), ("rest", "0.0.0.0:0")],
+        "{:#?}",
+        open.lines()
+    );
+    drop(open);
+
+    // On loopback: the log is read (the start's warnings are in it), no
+    // warning about tokens.
+    let loopback = ApiProcess::start(&format!(
+        "{auth}[rest]\nenabled = true\nlisten = \"127.0.0.1:0\"\n"
+    ))
+    .await;
+    assert!(
+        !logged(&loopback, "WARN", "dispatch is disabled").is_empty(),
+        "{:#?}",
+        loopback.lines()
+    );
+    assert!(
+        logged(&loopback, "WARN", WARNING).is_empty(),
+        "{:#?}",
+        loopback.lines()
+    );
+    drop(loopback);
+
+    // With TLS, beyond loopback: no warning.
+    let pki = Pki::new("ops");
+    let with_tls = ApiProcess::start(&format!(
+        "{everywhere}[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        pki.path("server.pem").display(),
+        pki.path("server.key").display()
+    ))
+    .await;
+    assert!(
+        !logged(&with_tls, "WARN", "dispatch is disabled").is_empty(),
+        "{:#?}",
+        with_tls.lines()
+    );
+    assert!(
+        logged(&with_tls, "WARN", WARNING).is_empty(),
+        "{:#?}",
+        with_tls.lines()
+    );
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use instanceha_proto::engine::v1 as engine_pb;
 use instanceha_proto::v1 as pb;
-use instanceha_runtime::tls::{ClientTlsSettings, ServerTlsSettings};
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
@@ -18,60 +17,9 @@ use instanceha_testkit::cloud::Cloud;
 use instanceha_testkit::cloud::api_settings;
 use instanceha_testkit::cloud::engine_settings;
 use instanceha_testkit::cloud::fast;
+use instanceha_testkit::pki::Pki;
 use instanceha_testkit::process::start_api;
 use instanceha_testkit::process::start_engine;
-
-/// A CA, and certificates it signed for a server and a client.
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "instance-ha test CA");
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = rcgen::Issuer::new(ca_params, ca_key);
-        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
-        for (name, san) in [("server", "localhost"), ("client", "instanceha-api")] {
-            let key = rcgen::KeyPair::generate().unwrap();
-            let mut params = rcgen::CertificateParams::new(vec![san.to_owned()]).unwrap();
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, san);
-            let cert = params.signed_by(&key, &issuer).unwrap();
-            std::fs::write(dir.path().join(format!("{name}.pem")), cert.pem()).unwrap();
-            std::fs::write(dir.path().join(format!("{name}.key")), key.serialize_pem()).unwrap();
-        }
-        Self { dir }
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.dir.path().join(file)
-    }
-
-    fn server(&self, client_ca: bool) -> ServerTlsSettings {
-        ServerTlsSettings {
-            cert_file: Some(self.path("server.pem")),
-            key_file: Some(self.path("server.key")),
-            client_ca_file: client_ca.then(|| self.path("ca.pem")),
-        }
-    }
-
-    fn client(&self, with_certificate: bool) -> ClientTlsSettings {
-        ClientTlsSettings {
-            ca_file: Some(self.path("ca.pem")),
-            cert_file: with_certificate.then(|| self.path("client.pem")),
-            key_file: with_certificate.then(|| self.path("client.key")),
-            domain_name: Some("localhost".to_owned()),
-        }
-    }
-}
 
 fn scenario() -> Scenario {
     fast(
@@ -88,7 +36,7 @@ fn ca(path: &Path) -> Certificate {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_public_api_serves_tls_and_refuses_plaintext() {
-    let pki = Pki::new();
+    let pki = Pki::new("instanceha-api");
     let server_tls = pki.server(false);
     let cloud = Cloud::start_with(scenario(), |_| {}, |api| api.tls = server_tls).await;
     // A client trusting the CA talks to it.
@@ -125,7 +73,7 @@ async fn the_public_api_serves_tls_and_refuses_plaintext() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_link_needs_the_api_client_certificate() {
-    let pki = Pki::new();
+    let pki = Pki::new("instanceha-api");
     // An engine that requires client certificates signed by the CA.
     let server_tls = pki.server(true);
     let mut cloud = Cloud::start_with(
@@ -227,7 +175,7 @@ async fn an_engine_beyond_loopback_without_credentials_refuses_to_start() {
     assert!(err.contains("link.token_file"), "{err}");
     assert!(err.contains("tls.client_ca_file"), "{err}");
     // A server certificate alone does not authenticate the callers.
-    let pki = Pki::new();
+    let pki = Pki::new("instanceha-api");
     let mut server_only = open.clone();
     server_only.tls = pki.server(false);
     assert!(start_engine(server_only).await.is_err());

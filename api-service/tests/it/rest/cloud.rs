@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use instanceha_api::auth::AuthMode;
+use instanceha_api::config::Settings as ApiSettings;
 use instanceha_proto::v1 as pb;
 use instanceha_testkit::cloud::{api_settings, engine_settings};
 use instanceha_testkit::process::{Process, start_api, start_engine};
@@ -64,6 +65,15 @@ pub fn two_hosts_and_a_spare() -> Scenario {
 
 impl Cloud {
     pub async fn start(scenario: Scenario, auth: Auth) -> Cloud {
+        Self::start_with(scenario, auth, |_| {}).await
+    }
+
+    /// The same, with the API's settings changed by `tune` (TLS, say).
+    pub async fn start_with(
+        scenario: Scenario,
+        auth: Auth,
+        tune: impl FnOnce(&mut ApiSettings),
+    ) -> Cloud {
         let sim = Sim::start(scenario, loopback())
             .await
             .expect("the simulator starts");
@@ -81,6 +91,7 @@ impl Cloud {
                 settings.auth.keystone = sim_user(&sim, "nova", "service");
             }
         }
+        tune(&mut settings);
         let api = start_api(settings).await.expect("the API starts");
         Cloud {
             sim,

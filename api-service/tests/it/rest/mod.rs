@@ -78,6 +78,24 @@ impl Rest {
         }
     }
 
+    /// A client of the REST API on TLS at `addr`, trusting the CA in the
+    /// PEM file `ca` and reaching it as `localhost`.
+    pub fn over_tls(addr: std::net::SocketAddr, ca: &std::path::Path) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ca = reqwest::Certificate::from_pem(&std::fs::read(ca).expect("the CA file"))
+            .expect("a CA certificate");
+        Self {
+            client: reqwest::Client::builder()
+                .add_root_certificate(ca)
+                .resolve("localhost", addr)
+                .build()
+                .expect("an https client"),
+            base: format!("https://localhost:{}", addr.port()),
+            version: None,
+            token: None,
+        }
+    }
+
     /// The same client asking for microversion `version`.
     pub fn version(&self, version: &str) -> Self {
         Self {

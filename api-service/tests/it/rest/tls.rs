@@ -4,52 +4,12 @@
 //! certificate it signed get through.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use instanceha_runtime::tls::ServerTlsSettings;
+use instanceha_testkit::pki::Pki;
 
 use crate::backends::Backend;
 use crate::helpers::spawn_app_with;
-
-/// A CA, and a server and a client certificate it signed.
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "instance-ha test CA");
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = rcgen::Issuer::new(ca_params, ca_key);
-        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
-        for (name, san) in [("server", "localhost"), ("client", "masakari-monitors")] {
-            let key = rcgen::KeyPair::generate().unwrap();
-            let params = rcgen::CertificateParams::new(vec![san.to_owned()]).unwrap();
-            let cert = params.signed_by(&key, &issuer).unwrap();
-            std::fs::write(dir.path().join(format!("{name}.pem")), cert.pem()).unwrap();
-            std::fs::write(dir.path().join(format!("{name}.key")), key.serialize_pem()).unwrap();
-        }
-        Self { dir }
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.dir.path().join(file)
-    }
-
-    fn server(&self, client_ca: bool) -> ServerTlsSettings {
-        ServerTlsSettings {
-            cert_file: Some(self.path("server.pem")),
-            key_file: Some(self.path("server.key")),
-            client_ca_file: client_ca.then(|| self.path("ca.pem")),
-        }
-    }
-}
 
 fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
@@ -72,7 +32,7 @@ fn https_client(pki: &Pki, addr: SocketAddr, identity: bool) -> reqwest::Client 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rest_api_serves_tls_and_refuses_plain_http() {
-    let pki = Pki::new();
+    let pki = Pki::new("masakari-monitors");
     let Some(app) = spawn_app_with(Backend::Sqlite, |s| s.tls = pki.server(false)).await else {
         return;
     };
@@ -109,7 +69,7 @@ async fn the_rest_api_serves_tls_and_refuses_plain_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rest_api_with_a_client_ca_needs_a_client_certificate() {
-    let pki = Pki::new();
+    let pki = Pki::new("masakari-monitors");
     let Some(app) = spawn_app_with(Backend::Sqlite, |s| s.tls = pki.server(true)).await else {
         return;
     };
