@@ -45,6 +45,10 @@ pub struct Dispatcher {
     link: EngineLink,
     /// Runs in progress here, by notification, with their cancel handle.
     active: Arc<Mutex<HashMap<NotificationId, CancellationToken>>>,
+    /// Runs asked for while the same notification was still active here
+    /// (a reconcile asked for by the run that is ending): started when it
+    /// ends. Changed only under `active`'s lock.
+    again: Arc<std::sync::Mutex<std::collections::HashSet<NotificationId>>>,
     slots: Arc<Semaphore>,
     /// Consecutive runs that found the engine unreachable (for backoff).
     unreachable: Arc<AtomicU32>,
@@ -65,6 +69,7 @@ impl Dispatcher {
             replica,
             link,
             active: Arc::default(),
+            again: Arc::default(),
             unreachable: Arc::default(),
             shutdown: CancellationToken::new(),
         })
@@ -165,6 +170,9 @@ impl Dispatcher {
             {
                 let mut active = this.active.lock().await;
                 if active.contains_key(&due.id) {
+                    if due.work == DueWork::Run {
+                        this.again.lock().unwrap().insert(due.id);
+                    }
                     return;
                 }
                 active.insert(due.id, cancel.clone());
@@ -178,7 +186,17 @@ impl Dispatcher {
             if let Err(panic) = work.await {
                 tracing::error!(notification_id = %id, panic = %instanceha_runtime::panic::message(panic.as_ref()), "dispatch task panicked");
             }
-            this.active.lock().await.remove(&id);
+            let again = {
+                let mut active = this.active.lock().await;
+                active.remove(&id);
+                this.again.lock().unwrap().remove(&id)
+            };
+            if again {
+                this.spawn(Due {
+                    id,
+                    work: DueWork::Run,
+                });
+            }
         });
     }
 
