@@ -483,3 +483,79 @@ async fn all_tenants_is_admin_only_and_host_is_ignored_for_others() {
         .await;
     assert_eq!(by_status.body["servers"][0]["name"], "batch-1");
 }
+
+/// Nova reads `name` (and its alias `display_name`) and `node` as regular
+/// expressions searched anywhere in the value (PostgreSQL's `~`), case
+/// sensitive; its schema refuses an empty or uncompilable one.
+#[tokio::test]
+async fn name_and_node_filters_are_regular_expressions() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let names = |query: &'static str| {
+        let (h, admin) = (&h, admin.clone());
+        async move {
+            let a = h
+                .nova(
+                    &admin,
+                    "2.1",
+                    Method::GET,
+                    &format!("/servers/detail?all_tenants=1&{query}"),
+                    None,
+                )
+                .await;
+            assert_eq!(a.status, 200, "{query}: {}", a.text);
+            let mut names: Vec<String> = a.body["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["name"].as_str().unwrap().to_owned())
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    assert_eq!(
+        names("name=web").await,
+        ["web-1"],
+        "a plain word still matches anywhere"
+    );
+    assert_eq!(names("name=%5Eb").await, ["batch-1", "broken-1"], "^b");
+    assert_eq!(
+        names("name=(web%7Cdb)-1%24").await,
+        ["db-1", "web-1"],
+        "(web|db)-1$"
+    );
+    assert_eq!(names("name=a.p").await, ["app-1"]);
+    assert_eq!(names("name=.").await.len(), 7);
+    assert!(names("name=WEB").await.is_empty(), "case sensitive");
+    assert!(
+        names("name=b.*-2").await.is_empty(),
+        "a substring filter would not read the dot and star"
+    );
+    assert_eq!(names("display_name=%5Edb").await, ["db-1"]);
+    assert_eq!(
+        names("node=%5Ecompute-0%5B23%5D").await,
+        ["own-1"],
+        "^compute-0[23]"
+    );
+    for refused in ["name=(", "name=", "name=a%5B", "node=*"] {
+        let a = h
+            .nova(
+                &admin,
+                "2.1",
+                Method::GET,
+                &format!("/servers/detail?all_tenants=1&{refused}"),
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 400, "{refused}: {}", a.text);
+        assert!(
+            a.body["badRequest"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("is not a 'regex'"),
+            "{}",
+            a.text
+        );
+    }
+}
