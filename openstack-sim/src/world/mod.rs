@@ -755,7 +755,7 @@ impl World {
                 && m.migration_type == "evacuation"
             {
                 m.status = model::MigrationStatus::Completed;
-                m.updated_at = wall;
+                m.updated_at = Some(wall);
             }
         }
         // rebuilds that were running on it died with it

@@ -679,3 +679,55 @@ async fn a_rebuild_sent_to_a_dead_but_not_yet_down_host_is_stuck_until_it_restar
     assert_eq!(server["status"], "ERROR");
     assert_eq!(migration(&h, &admin, &a).await["status"], "failed");
 }
+
+/// Nova inserts a migration with `updated_at` NULL and writes it on the
+/// record's first change; `changes-since` and `changes-before` compare
+/// that column, so a migration never updated matches neither.
+#[tokio::test]
+async fn a_migration_is_not_updated_until_it_changes() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    h.fail_host(&admin, "compute-01").await;
+    let web = h.id_of("web-1");
+    assert_eq!(
+        h.evacuate(&admin, "2.80", &web, json!({})).await.status,
+        200
+    );
+    let accepted = migration(&h, &admin, &web).await;
+    assert_eq!(accepted["status"], "accepted");
+    assert!(accepted["updated_at"].is_null(), "{accepted}");
+    let since = |t: &str| {
+        format!(
+            "/os-migrations?instance_uuid={web}&changes-since={t}&changes-before=2999-01-01T00:00:00Z"
+        )
+    };
+    let created = accepted["created_at"].as_str().unwrap().to_owned();
+    let listed = h
+        .nova(
+            &admin,
+            "2.80",
+            Method::GET,
+            &since("2000-01-01T00:00:00Z"),
+            None,
+        )
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    assert_eq!(
+        listed.body["migrations"].as_array().unwrap().len(),
+        0,
+        "a migration never updated is not in changes-since: {}",
+        listed.text
+    );
+
+    h.sim.advance(3.0);
+    let moving = migration(&h, &admin, &web).await;
+    assert_eq!(moving["status"], "pre-migrating");
+    let updated = moving["updated_at"]
+        .as_str()
+        .expect("updated once it changes");
+    assert!(updated > created.as_str(), "{updated} after {created}");
+    let listed = h
+        .nova(&admin, "2.80", Method::GET, &since(&created), None)
+        .await;
+    assert_eq!(listed.body["migrations"].as_array().unwrap().len(), 1);
+}
