@@ -398,9 +398,11 @@ pub(crate) async fn instance_action(
     };
     let mut v = action_view(&ctx, action);
     if ctx.caller.is_admin {
+        // Newest first, as Nova orders them (by creation, descending).
         let events: Vec<Value> = action
             .events
             .iter()
+            .rev()
             .map(|e| {
                 let mut ev = json!({
                     "event": e.event,

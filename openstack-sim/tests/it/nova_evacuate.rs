@@ -291,11 +291,12 @@ async fn the_state_walk_changes_the_host_after_task_state_and_before_done() {
         .iter()
         .map(|e| e["event"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["rebuild_server", "compute_rebuild_instance"]);
+    // Newest first, as Nova lists them.
+    assert_eq!(names, ["compute_rebuild_instance", "rebuild_server"]);
     assert!(events.iter().all(|e| e["result"] == "Success"));
-    assert_eq!(events[1]["host"], "compute-03");
-    assert_eq!(events[1]["hostId"].as_str().unwrap().len(), 56);
-    assert!(events[1].get("details").is_some());
+    assert_eq!(events[0]["host"], "compute-03");
+    assert_eq!(events[0]["hostId"].as_str().unwrap().len(), 56);
+    assert!(events[0].get("details").is_some());
     let old = h
         .nova(
             &admin,
