@@ -333,7 +333,13 @@ pub(crate) async fn show(
     let t = world.tick();
     match world.visible_instance(&ctx.caller, &server_id) {
         Ok(inst) => {
-            let body = json!({"server": server_view(&world, inst, &ctx, t)});
+            let mut server = server_view(&world, inst, &ctx, t);
+            // 2.71: a server shown alone names its server groups (none
+            // here: the simulator has no server groups).
+            if ctx.at_least(71) {
+                server["server_groups"] = json!([]);
+            }
+            let body = json!({ "server": server });
             drop(world);
             json_response(200, &body)
         }

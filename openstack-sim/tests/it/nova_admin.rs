@@ -533,11 +533,12 @@ async fn stop_start_lock_and_reset_state() {
         409,
         "not stopped"
     );
+    let stopped = act(json!({"os-stop": null}), admin.clone(), "2.1").await;
+    assert_eq!(stopped.status, 202);
     assert_eq!(
-        act(json!({"os-stop": null}), admin.clone(), "2.1")
-            .await
-            .status,
-        202
+        (stopped.header("content-type"), stopped.text.as_str()),
+        (Some("application/json"), ""),
+        "an empty answer, typed JSON as Nova types it"
     );
     let s = h.server(&admin, "2.1", &web).await;
     assert_eq!(
@@ -681,7 +682,6 @@ async fn stop_start_lock_and_reset_state() {
     // oldest action is `create`.
     assert_eq!(names, ["unlock", "lock", "start", "stop", "create"]);
     assert!(actions.body["instanceActions"][0]["updated_at"].is_string());
-    let page = h
     // Nova's API locks and unlocks itself: one `api_<action>` event,
     // finished at once.
     for (i, event) in [(0, "api_unlock"), (1, "api_lock")] {
@@ -719,6 +719,7 @@ async fn stop_start_lock_and_reset_state() {
     assert_eq!(events[0]["event"], "compute__do_build_and_run_instance");
     assert_eq!(events[0]["host"], "compute-01");
     assert_eq!(events[0]["result"], "Success");
+    let page = h
         .nova(
             &admin,
             "2.58",

@@ -30,14 +30,32 @@ async fn microversions_are_negotiated_echoed_and_refused() {
             .unwrap()
             .starts_with("req-")
     );
-    assert!(
-        a.header("x-openstack-request-id").is_none(),
-        "only from 2.46"
-    );
-    let a = h.nova(&token, "2.46", Method::GET, "/servers", None).await;
+    // Nova's request-id middleware sends both, whatever the microversion.
     assert_eq!(
         a.header("x-openstack-request-id"),
         a.header("x-compute-request-id")
+    );
+    // The v2.1 version document is answered at 2.1, with the same headers;
+    // the list of versions only links to each.
+    let doc = h.send(Method::GET, "/compute/v2.1", &[], None).await;
+    assert_eq!(doc.status, 200);
+    assert_eq!(doc.header("openstack-api-version"), Some("compute 2.1"));
+    assert_eq!(doc.header("x-openstack-nova-api-version"), Some("2.1"));
+    assert!(doc.header("vary").is_some());
+    assert!(
+        doc.header("x-openstack-request-id")
+            .unwrap()
+            .starts_with("req-")
+    );
+    assert_eq!(doc.body["version"]["version"], "2.104");
+    let list = h.send(Method::GET, "/compute/", &[], None).await;
+    assert_eq!(list.body["versions"][0]["status"], "DEPRECATED");
+    assert!(list.body["versions"][1].get("media-types").is_none());
+    assert_eq!(
+        list.body["versions"][1]["links"].as_array().unwrap().len(),
+        1,
+        "{}",
+        list.text
     );
     let a = h
         .nova(&token, "latest", Method::GET, "/servers", None)
@@ -137,8 +155,27 @@ async fn fields_appear_by_microversion_and_role() {
     assert!(v29.get("host_status").is_none());
     let v216 = h.server(&admin, "2.16", &id).await;
     assert_eq!(v216["host_status"], "UP");
+    assert!(v216.get("server_groups").is_none());
     let v273 = h.server(&admin, "2.73", &id).await;
     assert!(v273.get("locked_reason").is_some());
+    // 2.71: a server shown alone (not in a list) names its server groups.
+    assert!(v273["server_groups"].as_array().unwrap().is_empty());
+    let listed = h
+        .nova(
+            &admin,
+            "2.73",
+            Method::GET,
+            "/servers/detail?all_tenants=1",
+            None,
+        )
+        .await;
+    assert!(
+        listed.body["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s.get("server_groups").is_none())
+    );
     assert_eq!(v273["flavor"]["original_name"], "m1.small");
     assert_eq!(v273["status"], "ACTIVE");
     assert!(v273.get("fault").is_none());
