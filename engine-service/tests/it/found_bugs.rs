@@ -177,7 +177,12 @@ async fn a_failed_evacuation_left_on_the_failed_host_is_asked_once_more() {
     let n = first.terminal(&n.id, PATIENCE).await;
     let vmoves = first.vmoves(&n.id).await;
     assert_honest(&n, &vmoves);
-    assert_eq!(status(&n), pb::NotificationStatus::Finished, "{}", n.message);
+    assert_eq!(
+        status(&n),
+        pb::NotificationStatus::Finished,
+        "{}",
+        n.message
+    );
     assert_eq!(first.accepted_evacuations(&id), 2);
     let server = first.server("victim");
     assert_eq!(
