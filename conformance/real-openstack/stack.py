@@ -21,6 +21,14 @@ The state lives in $INSTANCEHA_REAL_OPENSTACK_DIR (default
 /tmp/instanceha-real-openstack); the venv in
 $INSTANCEHA_REAL_OPENSTACK_VENV (default ~/.cache/instanceha/real-openstack-
 <hash of requirements.txt>), reused while requirements.txt is unchanged.
+
+A second stack runs beside the first with $INSTANCEHA_REAL_OPENSTACK_PORT_OFFSET
+(added to every port, RabbitMQ's AMQP and distribution ports included; its
+databases and RabbitMQ node then carry the offset as a suffix) and a
+directory of its own. Mind the offsets that land one stack's RabbitMQ on the
+other's APIs: 100 to 105 put RabbitMQ's distribution or AMQP port on the
+default Nova, Cinder or Placement port (25774, 25776, 25778); 200 is free.
+`env` prints a control that carries the three variables.
 Every step prints its duration; any failure exits non-zero with the reason
 and the tail of the process's log.
 """
@@ -43,7 +51,12 @@ REQUIREMENTS = os.path.join(HERE, "requirements.txt")
 PG = os.environ.get("INSTANCEHA_REAL_OPENSTACK_PG", "postgresql+psycopg2://postgres@127.0.0.1:5432")
 PG_ADMIN = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-Atq", "-v", "ON_ERROR_STOP=1"]
 
-PORTS = {
+PORT_OFFSET = int(os.environ.get("INSTANCEHA_REAL_OPENSTACK_PORT_OFFSET") or "0")
+# The suffix of every name two stacks on one machine must not share: the
+# databases and the RabbitMQ node.
+SUFFIX = f"_{PORT_OFFSET}" if PORT_OFFSET else ""
+
+BASE_PORTS = {
     "keystone": 25000,
     "placement": 25778,
     "nova-api": 25774,
@@ -53,11 +66,12 @@ PORTS = {
     "rabbitmq": 25673,
     "rabbitmq-dist": 25674,
 }
+PORTS = {name: port + PORT_OFFSET for name, port in BASE_PORTS.items()}
 COMPUTES = ["compute-1", "compute-2", "compute-3"]
 DATABASES = ["keystone", "placement", "nova_api", "nova_cell0", "nova_cell1", "cinder"]
 PASSWORD = "secret"
 REGION = "RegionOne"
-RABBIT_NODE = "instanceha-ros@localhost"
+RABBIT_NODE = f"instanceha-ros{SUFFIX.replace('_', '-')}@localhost"
 # Service users: each has the admin and service roles in project service.
 SERVICE_USERS = ["nova", "placement", "cinder", "neutron", "glance"]
 
@@ -100,8 +114,12 @@ def run(cmd, env=None, quiet=True):
     return time.monotonic() - started, proc.stdout
 
 
+def db_name(name):
+    return f"ros_{name}{SUFFIX}"
+
+
 def db_url(name):
-    return f"{PG}/ros_{name}"
+    return f"{PG}/{db_name(name)}"
 
 
 # ---------------------------------------------------------------- set-up
@@ -295,8 +313,8 @@ def write(file, text):
 def create_databases():
     started = time.monotonic()
     for name in DATABASES:
-        run(PG_ADMIN + ["-c", f"DROP DATABASE IF EXISTS ros_{name} WITH (FORCE)"])
-        run(PG_ADMIN + ["-c", f"CREATE DATABASE ros_{name}"])
+        run(PG_ADMIN + ["-c", f"DROP DATABASE IF EXISTS {db_name(name)} WITH (FORCE)"])
+        run(PG_ADMIN + ["-c", f"CREATE DATABASE {db_name(name)}"])
     log(f"databases created in {time.monotonic() - started:.1f} s")
 
 
@@ -360,7 +378,8 @@ def processes():
         "RABBITMQ_PID_FILE": path("rabbitmq", "pid"),
     }
     procs = {
-        "rabbitmq": {"cmd": ["/usr/lib/rabbitmq/bin/rabbitmq-server"], "env": rabbit_env, "port": PORTS["rabbitmq"]},
+        "rabbitmq": {"cmd": ["/usr/lib/rabbitmq/bin/rabbitmq-server"], "env": rabbit_env, "port": PORTS["rabbitmq"],
+                     "also_binds": [PORTS["rabbitmq-dist"]]},
         "standins": {"cmd": [bin_("python"), os.path.join(HERE, "standins.py"), "--image-port", str(PORTS["image"]),
                              "--network-port", str(PORTS["network"])], "env": {}, "port": PORTS["image"]},
         "keystone": gunicorn("keystone_wsgi", PORTS["keystone"], 2,
@@ -423,9 +442,9 @@ def launch(name):
     if pid_of(name):
         log(f"{name} is running")
         return
-    port = spec.get("port")
-    if port and port_open(port):
-        fail(f"port {port} for {name} is taken by another process")
+    for port in [spec.get("port")] + spec.get("also_binds", []):
+        if port and port_open(port):
+            fail(f"port {port} for {name} is taken by another process")
     env = dict(os.environ, **spec["env"])
     env["PATH"] = os.path.join(VENV, "bin") + ":" + env.get("PATH", "")
     logf = open(path("log", f"{name}.log"), "ab")
@@ -703,17 +722,29 @@ def environment():
         "OS_IDENTITY_API_VERSION": "3",
         "INSTANCEHA_REAL_OPENSTACK_IMAGE": "6c1b6f3e-4a0c-4b9e-9c7a-1f5d3c2b0a01",
         "INSTANCEHA_REAL_OPENSTACK_COMPUTES": ",".join(COMPUTES),
-        "INSTANCEHA_REAL_OPENSTACK_CTL": f"{sys.executable} {os.path.abspath(__file__)}",
+        "INSTANCEHA_REAL_OPENSTACK_CTL": control(),
         "INSTANCEHA_REAL_OPENSTACK_DIR": STATE,
     }
     for k, v in lines.items():
         print(f"export {k}='{v}'")
 
 
+def control():
+    """The command line that controls this stack: with the variables that
+    place it when they are set (`env` as the program, so that it splits on
+    whitespace)."""
+    placing = [f"{k}={os.environ[k]}" for k in ("INSTANCEHA_REAL_OPENSTACK_PORT_OFFSET",
+                                                 "INSTANCEHA_REAL_OPENSTACK_DIR",
+                                                 "INSTANCEHA_REAL_OPENSTACK_VENV") if os.environ.get(k)]
+    prefix = ["env"] + placing if placing else []
+    return " ".join(prefix + [sys.executable, os.path.abspath(__file__)])
+
+
 def down():
     stop_all()
     for name in DATABASES:
-        subprocess.run(PG_ADMIN + ["-c", f"DROP DATABASE IF EXISTS ros_{name} WITH (FORCE)"], capture_output=True)
+        subprocess.run(PG_ADMIN + ["-c", f"DROP DATABASE IF EXISTS {db_name(name)} WITH (FORCE)"],
+                       capture_output=True)
     log("stack down, databases dropped")
 
 

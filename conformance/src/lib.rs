@@ -8,6 +8,9 @@
 //!   Placement's own records: the truth the tests check the engine against;
 //! * [`system`]: `instanceha-engine` and `instanceha-api` started the one
 //!   way tests start them (testkit), configured for the real cloud;
+//! * [`recorder`]: a recording reverse proxy between the engine and a cloud,
+//!   and [`compare`]: two recordings reduced to what they can share (call
+//!   templates, response shapes) and their differences;
 //! * [`workload`]: the HA instances a scenario boots on the host that will
 //!   fail, the invariants of their recovery, and the failed host's return.
 //!
@@ -15,6 +18,8 @@
 //! control (`python3 conformance/real-openstack/stack.py`); without it they
 //! say so and pass, except under CI, where they fail.
 
+pub mod compare;
+pub mod recorder;
 pub mod records;
 pub mod stack;
 pub mod system;

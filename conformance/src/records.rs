@@ -97,6 +97,11 @@ impl Records {
         }
     }
 
+    /// The public endpoints of Nova and Cinder, as the catalog gives them.
+    pub fn endpoints(&self) -> (&str, &str) {
+        (&self.compute, &self.volume)
+    }
+
     /// One call; `Err` with the status and body for anything but 2xx, or
     /// with the transport error (a stopped service refuses).
     pub async fn call(

@@ -12,7 +12,7 @@ use axum::middleware::{self, Next};
 use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 
-use crate::envelope::{Api, empty_response, json_response, service_error};
+use crate::envelope::{Api, empty_json_response, empty_response, json_response, service_error};
 use crate::identity::Caller;
 use crate::microversion::{self, Version};
 use crate::server::{LoggedVersion, RequestMeta, Shared, query_pairs};
@@ -36,6 +36,19 @@ pub(crate) struct CinderCtx {
 impl CinderCtx {
     fn at_least(&self, minor: u32) -> bool {
         self.version.at_least(minor)
+    }
+
+    /// A volume's `self` and `bookmark` links; the bookmark has no
+    /// version (`<base>/volume/<project_id>/volumes/<id>`), as Cinder's.
+    fn volume_links(&self, id: &str) -> Value {
+        let bookmark = match self.endpoint.rsplit_once("/v3/") {
+            Some((root, project)) => format!("{root}/{project}"),
+            None => self.endpoint.clone(),
+        };
+        json!([
+            {"rel": "self", "href": format!("{}/volumes/{id}", self.endpoint)},
+            {"rel": "bookmark", "href": format!("{bookmark}/volumes/{id}")},
+        ])
     }
 }
 
@@ -94,20 +107,47 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
     let discovery = Router::new()
         .route("/volume", get(versions))
         .route("/volume/", get(versions))
-        .route("/volume/v3", get(versions))
-        .route("/volume/v3/", get(versions))
-        .route("/volume/v3/{project_id}", get(versions))
+        .route("/volume/v3", get(to_v3))
+        .route("/volume/v3/", get(v3))
         .with_state(shared);
     api.merge(discovery)
 }
 
+/// The root: the versions, `300 Multiple Choices`.
 async fn versions(
     State(shared): State<Arc<Shared>>,
     Extension(meta): Extension<RequestMeta>,
 ) -> Response<Body> {
+    version_list(&shared, &meta, 300)
+}
+
+/// `/v3/`: the same list, `200`.
+async fn v3(
+    State(shared): State<Arc<Shared>>,
+    Extension(meta): Extension<RequestMeta>,
+) -> Response<Body> {
+    version_list(&shared, &meta, 200)
+}
+
+/// `/v3` redirects to `/v3/` (a project's endpoint itself,
+/// `/v3/{project_id}`, is no document: 404, and clients look at the root).
+async fn to_v3(
+    State(shared): State<Arc<Shared>>,
+    Extension(meta): Extension<RequestMeta>,
+) -> Response<Body> {
+    let mut response = empty_response(302);
+    let target = format!("{}{}/volume/v3/", shared.base_url, meta.interface.prefix());
+    if let Ok(v) = HeaderValue::from_str(&target) {
+        response.headers_mut().insert("location", v);
+    }
+    response
+}
+
+/// Cinder's version list, answered at 3.0 as its API answers.
+fn version_list(shared: &Shared, meta: &RequestMeta, status: u16) -> Response<Body> {
     let base = format!("{}{}/volume", shared.base_url, meta.interface.prefix());
-    json_response(
-        300,
+    let mut response = json_response(
+        status,
         &json!({"versions": [{
             "id": "v3.0",
             "status": "CURRENT",
@@ -118,7 +158,14 @@ async fn versions(
                       {"rel": "self", "href": format!("{base}/v3/")}],
             "media-types": [{"base": "application/json", "type": "application/vnd.openstack.volume+json;version=3"}],
         }]}),
-    )
+    );
+    let h = response.headers_mut();
+    h.insert(
+        "openstack-api-version",
+        HeaderValue::from_static("volume 3.0"),
+    );
+    h.insert("vary", HeaderValue::from_static("OpenStack-API-Version"));
+    response
 }
 
 async fn context(
@@ -228,10 +275,7 @@ fn volume_view(ctx: &CinderCtx, v: &Volume) -> Value {
         "snapshot_id": null,
         "source_volid": null,
         "metadata": {},
-        "links": [
-            {"rel": "self", "href": format!("{}/volumes/{}", ctx.endpoint, v.id)},
-            {"rel": "bookmark", "href": format!("{}/volumes/{}", ctx.endpoint, v.id)},
-        ],
+        "links": ctx.volume_links(&v.id),
         "user_id": v.user_id,
         "bootable": if v.bootable { "true" } else { "false" },
         "encrypted": false,
@@ -327,7 +371,7 @@ fn list_volumes(
             if detail {
                 volume_view(ctx, v)
             } else {
-                json!({"id": v.id, "name": v.name, "links": [{"rel": "self", "href": format!("{}/volumes/{}", ctx.endpoint, v.id)}]})
+                json!({"id": v.id, "name": v.name, "links": ctx.volume_links(&v.id)})
             }
         })
         .collect();
@@ -431,7 +475,7 @@ async fn volume_action(
         other => return error(400, &format!("There is no such action: {other}")),
     };
     match result {
-        Ok(()) => empty_response(202),
+        Ok(()) => empty_json_response(202),
         Err(e) => world_error(e),
     }
 }

@@ -49,6 +49,17 @@ pub fn empty_response(status: u16) -> Response<Body> {
     response
 }
 
+/// An empty response as Nova and Cinder send one (a `202` to an action):
+/// still typed `application/json`.
+pub fn empty_json_response(status: u16) -> Response<Body> {
+    let mut response = empty_response(status);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 /// Nova's or Cinder's error envelope; `retry_after` adds the header and, for 413 (and 429 on
 /// Nova), the `retryAfter` body field.
 pub fn service_error(

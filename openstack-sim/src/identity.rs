@@ -7,6 +7,7 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use rand::{Rng, RngCore, rngs::StdRng};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha224};
 
 use crate::scenario::{AppCredentialSpec, UserSpec};
 
@@ -133,6 +134,17 @@ pub struct Identity {
     token_ttl_secs: u64,
 }
 
+/// The role Keystone's default roles imply (`keystone-manage bootstrap`
+/// makes admin imply manager, manager member, member reader).
+fn implied_role(name: &str) -> Option<&'static str> {
+    match name {
+        "admin" => Some("manager"),
+        "manager" => Some("member"),
+        "member" => Some("reader"),
+        _ => None,
+    }
+}
+
 fn hex_id(rng: &mut StdRng) -> String {
     let bytes: [u8; 16] = rng.random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -185,6 +197,28 @@ impl Identity {
                 roles,
             });
         }
+        // Keystone's default roles imply one another (admin → manager →
+        // member → reader); a token carries every role its assignment
+        // implies. Added after the assigned ones, with ids that draw
+        // nothing from the seeded generator (the world's ids stay put).
+        for u in 0..identity.users.len() {
+            let mut names: Vec<String> = identity.users[u]
+                .roles
+                .iter()
+                .map(|r| r.name.clone())
+                .collect();
+            let mut i = 0;
+            while i < names.len() {
+                if let Some(implied) = implied_role(&names[i])
+                    && !names.iter().any(|n| n == implied)
+                {
+                    names.push(implied.to_owned());
+                    let role = identity.implied(implied);
+                    identity.users[u].roles.push(role);
+                }
+                i += 1;
+            }
+        }
         for cred in credentials {
             let user_id = identity
                 .users
@@ -209,6 +243,20 @@ impl Identity {
         }
         let role = Role {
             id: hex_id(rng),
+            name: name.into(),
+        };
+        self.roles.push(role.clone());
+        role
+    }
+
+    /// A role only implied so far: its id derived from its name.
+    fn implied(&mut self, name: &str) -> Role {
+        if let Some(role) = self.roles.iter().find(|r| r.name == name) {
+            return role.clone();
+        }
+        let digest = Sha224::digest(format!("role:{name}").as_bytes());
+        let role = Role {
+            id: digest[..16].iter().map(|b| format!("{b:02x}")).collect(),
             name: name.into(),
         };
         self.roles.push(role.clone());

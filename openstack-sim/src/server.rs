@@ -380,6 +380,12 @@ async fn handle(
             .is_none_or(|c| c != "text/html")
         && let Ok(v) = HeaderValue::from_str(&request_id)
     {
+        // Cinder's request-id middleware also sends Nova's compat header.
+        if service == Service::Volume {
+            response
+                .headers_mut()
+                .insert("x-compute-request-id", v.clone());
+        }
         response.headers_mut().insert("x-openstack-request-id", v);
     }
     let status = response.status().as_u16();

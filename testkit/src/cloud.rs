@@ -101,6 +101,17 @@ impl Cloud {
         let sim = Sim::start(scenario, "127.0.0.1:0".parse().unwrap())
             .await
             .expect("the simulator starts");
+        Self::around(sim, tune_engine, tune_api).await
+    }
+
+    /// The engine and the API around a simulator already running (a test
+    /// that puts something between them, such as a recording proxy, starts
+    /// it first).
+    pub async fn around(
+        sim: Sim,
+        tune_engine: impl FnOnce(&mut EngineSettings),
+        tune_api: impl FnOnce(&mut ApiSettings),
+    ) -> Cloud {
         let mut engine_settings = engine_settings(&sim, loopback());
         tune_engine(&mut engine_settings);
         let engine = start_engine(engine_settings)

@@ -26,7 +26,7 @@ fn view(ctx: &NovaCtx, m: &Migration) -> Value {
         "old_instance_type_id": null,
         "new_instance_type_id": null,
         "created_at": iso_micro(&m.created_at),
-        "updated_at": iso_micro(&m.updated_at),
+        "updated_at": m.updated_at.as_ref().map(iso_micro),
     });
     if ctx.at_least(23) {
         v["migration_type"] = json!(m.migration_type);
@@ -101,8 +101,10 @@ pub(crate) async fn list(
                 .is_none_or(|v| v == m.source_compute || m.dest_compute.as_deref() == Some(v))
             && (!owner || get("user_id").is_none_or(|v| v == m.user_id))
             && (!owner || get("project_id").is_none_or(|v| v == m.project_id))
-            && since.is_none_or(|s| m.updated_at >= s)
-            && before.is_none_or(|b| m.updated_at <= b)
+            // Nova compares the column: a record never updated (NULL)
+            // matches neither.
+            && since.is_none_or(|s| m.updated_at.is_some_and(|u| u >= s))
+            && before.is_none_or(|b| m.updated_at.is_some_and(|u| u <= b))
     };
     let mut ordered: Vec<&Migration> = world.migrations.iter().collect();
     if newest_first {

@@ -134,15 +134,19 @@ async fn versions(
     Extension(meta): Extension<RequestMeta>,
 ) -> Response<Body> {
     let base = format!("{}{}/compute", shared.base_url, meta.interface.prefix());
+    // The list names each version and links to it, no more (Nova 34
+    // deprecated v2.0 on 2025-07-04).
     let v2 = json!({
-        "id": "v2.0", "status": "SUPPORTED", "version": "", "min_version": "",
-        "updated": "2011-01-21T11:33:21Z",
+        "id": "v2.0", "status": "DEPRECATED", "version": "", "min_version": "",
+        "updated": "2025-07-04T12:00:00Z",
         "links": [{"rel": "self", "href": format!("{base}/v2/")}],
     });
-    json_response(
-        200,
-        &json!({"versions": [v2, version_doc(&format!("{base}/v2.1"))]}),
-    )
+    let mut v21 = version_doc(&format!("{base}/v2.1"));
+    v21["links"] = json!([{"rel": "self", "href": format!("{base}/v2.1/")}]);
+    if let Some(doc) = v21.as_object_mut() {
+        doc.remove("media-types");
+    }
+    json_response(200, &json!({"versions": [v2, v21]}))
 }
 
 async fn version(
@@ -150,7 +154,11 @@ async fn version(
     Extension(meta): Extension<RequestMeta>,
 ) -> Response<Body> {
     let endpoint = format!("{}{}{ROOT}", shared.base_url, meta.interface.prefix());
-    json_response(200, &json!({"version": version_doc(&endpoint)}))
+    let mut response = json_response(200, &json!({"version": version_doc(&endpoint)}));
+    let request_id =
+        HeaderValue::from_str(&meta.request_id).unwrap_or(HeaderValue::from_static("req-unknown"));
+    versioned(&mut response, MIN_VERSION, request_id);
+    response
 }
 
 /// Nova's error envelope.
@@ -259,6 +267,18 @@ async fn context(
         bookmark: format!("{prefix}/compute"),
     });
     let mut response = next.run(req).await;
+    versioned(&mut response, version, request_id);
+    response
+        .extensions_mut()
+        .insert(LoggedVersion(format!("compute {version}")));
+    response
+}
+
+/// What Nova adds to every answer of its versioned API (the v2.1 version
+/// document too, at 2.1): the microversion in both headers, `Vary` on them,
+/// and the request id in both headers (its request-id middleware always
+/// sends the compat `x-compute-request-id`).
+fn versioned(response: &mut Response<Body>, version: Version, request_id: HeaderValue) {
     let h = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&format!("compute {version}")) {
         h.insert("openstack-api-version", v);
@@ -271,13 +291,7 @@ async fn context(
         HeaderValue::from_static("OpenStack-API-Version, X-OpenStack-Nova-API-Version"),
     );
     h.insert("x-compute-request-id", request_id.clone());
-    if version.at_least(46) {
-        h.insert("x-openstack-request-id", request_id);
-    }
-    response
-        .extensions_mut()
-        .insert(LoggedVersion(format!("compute {version}")));
-    response
+    h.insert("x-openstack-request-id", request_id);
 }
 
 /// A `limit` query value: positive integer, else Nova's 400.

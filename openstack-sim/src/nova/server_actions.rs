@@ -14,7 +14,7 @@ use super::{
     NovaCtx, error, forbidden, iso_micro, next_link, parse_body, parse_limit, schema_bool,
     world_error,
 };
-use crate::envelope::{empty_response, json_response};
+use crate::envelope::{empty_json_response, json_response};
 use crate::server::{Shared, query_pairs};
 use crate::world;
 use crate::world::evacuation::EvacuateRequest;
@@ -177,7 +177,7 @@ pub(crate) async fn action(
                 Ok(password) if report_password => {
                     json_response(200, &json!({"adminPass": password}))
                 }
-                Ok(_) => empty_response(200),
+                Ok(_) => empty_json_response(200),
                 Err(e) => world_error(e),
             }
         }
@@ -188,7 +188,7 @@ pub(crate) async fn action(
             };
             let mut world = shared.world.lock();
             match world.lock(caller, &server_id, reason, &ctx.request_id) {
-                Ok(()) => empty_response(202),
+                Ok(()) => empty_json_response(202),
                 Err(e) => world_error(e),
             }
         }
@@ -197,7 +197,7 @@ pub(crate) async fn action(
             .lock()
             .unlock(caller, &server_id, &ctx.request_id)
         {
-            Ok(()) => empty_response(202),
+            Ok(()) => empty_json_response(202),
             Err(e) => world_error(e),
         },
         "os-stop" | "os-start" => {
@@ -207,7 +207,7 @@ pub(crate) async fn action(
                 .lock()
                 .power_action(caller, &server_id, stop, &ctx.request_id)
             {
-                Ok(()) => empty_response(202),
+                Ok(()) => empty_json_response(202),
                 Err(e) => world_error(e),
             }
         }
@@ -236,7 +236,7 @@ pub(crate) async fn action(
                 return forbidden("os_compute_api:os-admin-actions:reset_state");
             }
             match world.reset_state(&server_id, vm_state) {
-                Ok(()) => empty_response(202),
+                Ok(()) => empty_json_response(202),
                 Err(e) => world_error(e),
             }
         }
@@ -398,9 +398,11 @@ pub(crate) async fn instance_action(
     };
     let mut v = action_view(&ctx, action);
     if ctx.caller.is_admin {
+        // Newest first, as Nova orders them (by creation, descending).
         let events: Vec<Value> = action
             .events
             .iter()
+            .rev()
             .map(|e| {
                 let mut ev = json!({
                     "event": e.event,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::Response;
+use regex::Regex;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha224};
 
@@ -236,9 +237,17 @@ fn list(shared: &Shared, ctx: &NovaCtx, query: Option<&str>, detail: bool) -> Re
         Some(ctx.caller.project_id.clone())
     };
     let host = if admin { get("host") } else { None };
-    let node = if admin { get("node") } else { None };
     let status = get("status").map(str::to_ascii_uppercase);
-    let name = get("name");
+    // `name` (alias `display_name`) and `node` are regular expressions,
+    // searched anywhere in the value, as Nova's database query does.
+    let name = match pattern("name", get("name").or_else(|| get("display_name"))) {
+        Ok(p) => p,
+        Err(message) => return error(400, &message),
+    };
+    let node = match pattern("node", if admin { get("node") } else { None }) {
+        Ok(p) => p,
+        Err(message) => return error(400, &message),
+    };
     let mut world = shared.world.lock();
     let t = world.tick();
     let limit = match parse_limit(get("limit"), world.settings.max_limit) {
@@ -260,11 +269,13 @@ fn list(shared: &Shared, ctx: &NovaCtx, query: Option<&str>, detail: bool) -> Re
         let inst = &world.instances[id];
         if project.as_deref().is_some_and(|p| p != inst.project_id)
             || host.is_some_and(|h| inst.host.as_deref() != Some(h))
-            || node.is_some_and(|n| inst.node.as_deref() != Some(n))
+            || node
+                .as_ref()
+                .is_some_and(|n| !inst.node.as_deref().is_some_and(|v| n.is_match(v)))
             || status
                 .as_deref()
                 .is_some_and(|s| s != server_status(inst.vm_state, inst.task_state))
-            || name.is_some_and(|n| !inst.name.contains(n))
+            || name.as_ref().is_some_and(|n| !n.is_match(&inst.name))
         {
             continue;
         }
@@ -287,6 +298,28 @@ fn list(shared: &Shared, ctx: &NovaCtx, query: Option<&str>, detail: bool) -> Re
     json_response(200, &body)
 }
 
+/// A filter Nova reads as a regular expression: its schema refuses an
+/// empty one and one Python's `re` cannot compile (400), and the database
+/// searches for it anywhere in the column (PostgreSQL's `~`, MySQL's and
+/// SQLite's `REGEXP`). The `regex` crate reads the common syntax alike; a
+/// pattern only Python and PostgreSQL know (look-around, back-references)
+/// is refused here, where Nova would search with it. `Err`: the 400's
+/// message.
+fn pattern(key: &str, value: Option<&str>) -> Result<Option<Regex>, String> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let refused = || {
+        format!(
+            "Invalid input for query parameters {key}. Value: {value}. '{value}' is not a 'regex'"
+        )
+    };
+    if value.is_empty() {
+        return Err(refused());
+    }
+    Regex::new(value).map(Some).map_err(|_| refused())
+}
+
 fn page_len(body: &Value) -> usize {
     body["servers"].as_array().map_or(0, Vec::len)
 }
@@ -300,7 +333,13 @@ pub(crate) async fn show(
     let t = world.tick();
     match world.visible_instance(&ctx.caller, &server_id) {
         Ok(inst) => {
-            let body = json!({"server": server_view(&world, inst, &ctx, t)});
+            let mut server = server_view(&world, inst, &ctx, t);
+            // 2.71: a server shown alone names its server groups (none
+            // here: the simulator has no server groups).
+            if ctx.at_least(71) {
+                server["server_groups"] = json!([]);
+            }
+            let body = json!({ "server": server });
             drop(world);
             json_response(200, &body)
         }

@@ -206,7 +206,7 @@ impl World {
             user_id,
             project_id,
             created_at: wall,
-            updated_at: wall,
+            updated_at: None,
         });
         self.actions
             .entry(instance_id.into())
@@ -500,7 +500,7 @@ impl World {
         m.dest_compute = Some(dest);
         m.dest_node = Some(node);
         m.dest_host = Some(ip);
-        m.updated_at = wall;
+        m.updated_at = Some(wall);
         let inst = self.instances.get_mut(&evac.instance_id).expect("present");
         inst.task_state = Some(TaskState::RebuildBlockDeviceMapping);
         inst.updated = wall;
@@ -711,7 +711,7 @@ impl World {
         let wall = self.wall(t);
         let m = &mut self.migrations[(migration_id - 1) as usize];
         m.status = MigrationStatus::Done;
-        m.updated_at = wall;
+        m.updated_at = Some(wall);
         self.finish_event(
             &evac.instance_id,
             &evac.request_id,
@@ -760,7 +760,7 @@ impl World {
         );
         let m = &mut self.migrations[(migration_id - 1) as usize];
         m.status = MigrationStatus::Error;
-        m.updated_at = wall;
+        m.updated_at = Some(wall);
         let e = self.evacuations.get_mut(&migration_id).expect("present");
         e.phase = EvacuationPhase::Failed;
         e.failed_at = Some(t);
@@ -807,7 +807,7 @@ impl World {
         }
         let m = &mut self.migrations[(migration_id - 1) as usize];
         m.status = status;
-        m.updated_at = wall;
+        m.updated_at = Some(wall);
         let event = if evac.rebuild_started_at.is_some() {
             "compute_rebuild_instance"
         } else {

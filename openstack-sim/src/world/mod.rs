@@ -13,14 +13,15 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use chrono::{DateTime, Utc};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::json;
+use sha2::{Digest, Sha224};
 
 use crate::clock::{Clock, SimTime};
 use crate::identity::Identity;
 use crate::scenario::{self, Scenario, Settings};
 use evacuation::{EvacStep, Evacuation};
 use model::{
-    Aggregate, AttachStatus, Attachment, BlockDeviceMapping, EvacuationFailure, Flavor, Host,
-    Instance, InstanceAction, Migration, TaskState, VmState, Volume, power_state,
+    ActionEvent, Aggregate, AttachStatus, Attachment, BlockDeviceMapping, EvacuationFailure,
+    Flavor, Host, Instance, InstanceAction, Migration, TaskState, VmState, Volume, power_state,
 };
 
 /// Why an operation on the world was refused; each API renders it in its own envelope.
@@ -153,6 +154,49 @@ pub(crate) fn new_uuid(rng: &mut StdRng) -> String {
     uuid::Builder::from_random_bytes(bytes)
         .into_uuid()
         .to_string()
+}
+
+/// A UUID derived from `text`, for records made at start that must not
+/// draw from the seeded generator (every later id would move).
+fn derived_uuid(text: &str) -> String {
+    let digest = Sha224::digest(text.as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
+}
+
+/// The `create` action every server Nova built has: the build on its
+/// host, finished when it was launched (failed for one the scenario starts
+/// in error).
+fn created_action(inst: &Instance) -> InstanceAction {
+    InstanceAction {
+        action: "create".into(),
+        instance_uuid: inst.id.clone(),
+        request_id: format!("req-{}", derived_uuid(&format!("create {}", inst.id))),
+        user_id: inst.user_id.clone(),
+        project_id: inst.project_id.clone(),
+        start_time: inst.created,
+        updated_at: inst.launched_at,
+        message: (inst.vm_state == VmState::Error).then(|| "Error".to_owned()),
+        events: vec![ActionEvent {
+            event: "compute__do_build_and_run_instance".into(),
+            start_time: inst.created,
+            finish_time: Some(inst.launched_at),
+            result: Some(
+                if inst.vm_state == VmState::Error {
+                    "Error"
+                } else {
+                    "Success"
+                }
+                .into(),
+            ),
+            traceback: None,
+            host: inst.host.clone(),
+            details: None,
+        }],
+    }
 }
 
 impl World {
@@ -362,6 +406,11 @@ impl World {
                 generation: 0,
             };
             name_to_id.insert(spec.name.clone(), id.clone());
+            world
+                .actions
+                .entry(id.clone())
+                .or_default()
+                .push(created_action(&instance));
             world.instances.insert(id.clone(), instance);
             world.instance_order.push(id);
             if spec.boot_from_volume {
@@ -755,7 +804,7 @@ impl World {
                 && m.migration_type == "evacuation"
             {
                 m.status = model::MigrationStatus::Completed;
-                m.updated_at = wall;
+                m.updated_at = Some(wall);
             }
         }
         // rebuilds that were running on it died with it

@@ -362,7 +362,8 @@ pub struct Migration {
     pub user_id: String,
     pub project_id: String,
     pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+    /// None until the record first changes: Nova's column is NULL on insert.
+    pub updated_at: Option<DateTime<Utc>>,
 }
 
 /// One event of an instance action.

@@ -72,6 +72,38 @@ impl World {
             });
     }
 
+    /// An action Nova's API carries out itself (lock, unlock): one event,
+    /// `api_<action>`, on the API's host, finished at once.
+    fn record_api_action(
+        &mut self,
+        caller: &Caller,
+        instance_id: &str,
+        action: &str,
+        request_id: &str,
+        t: SimTime,
+    ) {
+        let event = format!("api_{action}");
+        self.record_action(
+            caller,
+            instance_id,
+            action,
+            request_id,
+            Some((&event, Some("controller".into()))),
+            t,
+        );
+        let wall = self.wall(t);
+        if let Some(recorded) = self
+            .actions
+            .get_mut(instance_id)
+            .and_then(|list| list.last_mut())
+        {
+            for e in &mut recorded.events {
+                e.finish_time = Some(wall);
+                e.result = Some("Success".into());
+            }
+        }
+    }
+
     /// `lock` (2.73+ with a reason).
     pub fn lock(
         &mut self,
@@ -93,7 +125,7 @@ impl World {
         inst.locked_reason = reason;
         inst.locked_by = Some(if caller.is_admin { "admin" } else { "owner" }.into());
         inst.updated = wall;
-        self.record_action(caller, id, "lock", request_id, None, t);
+        self.record_api_action(caller, id, "lock", request_id, t);
         Ok(())
     }
 
@@ -113,7 +145,7 @@ impl World {
         inst.locked_reason = None;
         inst.locked_by = None;
         inst.updated = wall;
-        self.record_action(caller, id, "unlock", request_id, None, t);
+        self.record_api_action(caller, id, "unlock", request_id, t);
         Ok(())
     }
 

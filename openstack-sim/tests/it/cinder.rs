@@ -425,3 +425,92 @@ async fn reset_status_rules_and_quirks() {
         .await;
     assert_eq!(denied.status, 403);
 }
+
+/// Every volume, listed or shown, links to itself and to its bookmark,
+/// which has no version (`<root>/<project_id>/volumes/<id>`), as Cinder's.
+#[tokio::test]
+async fn volumes_link_to_themselves_and_to_a_bookmark() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let project = h.sim.project_id("admin").unwrap();
+    let volume = h.sim.snapshot().volumes[0].id.clone();
+    let root = format!("{}/volume", h.sim.base_url());
+    let wanted = json!([
+        {"rel": "self", "href": format!("{root}/v3/{project}/volumes/{volume}")},
+        {"rel": "bookmark", "href": format!("{root}/{project}/volumes/{volume}")},
+    ]);
+    let shown = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/volumes/{volume}"),
+            None,
+        )
+        .await;
+    assert_eq!(shown.body["volume"]["links"], wanted, "{}", shown.text);
+    let listed = h
+        .cinder(&admin, "3.44", Method::GET, "/volumes?all_tenants=1", None)
+        .await;
+    let entry = listed.body["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == volume.as_str())
+        .unwrap();
+    assert_eq!(entry["links"], wanted, "{}", listed.text);
+}
+
+/// Cinder's discovery: the root lists the versions (300), `/v3/` the same
+/// (200), `/v3` redirects there, and a project's endpoint is no document
+/// (404); each answered at 3.0 with both request-id headers, as every
+/// Cinder answer carries them.
+#[tokio::test]
+async fn discovery_and_headers_follow_cinder() {
+    let h = start(two_hosts(manual_settings())).await;
+    let root = h.send(Method::GET, "/volume/", &[], None).await;
+    assert_eq!(root.status, 300, "{}", root.text);
+    assert_eq!(root.header("openstack-api-version"), Some("volume 3.0"));
+    assert_eq!(root.header("vary"), Some("OpenStack-API-Version"));
+    assert!(
+        root.header("x-openstack-request-id")
+            .unwrap()
+            .starts_with("req-")
+    );
+    assert_eq!(
+        root.header("x-compute-request-id"),
+        root.header("x-openstack-request-id")
+    );
+    assert_eq!(root.body["versions"][0]["version"], "3.71");
+    let v3 = h.send(Method::GET, "/volume/v3/", &[], None).await;
+    assert_eq!(v3.status, 200);
+    assert_eq!(v3.body, root.body);
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let redirect = plain.get(h.url("/volume/v3")).send().await.unwrap();
+    assert_eq!(redirect.status(), 302);
+    assert_eq!(
+        redirect.headers()["location"],
+        h.url("/volume/v3/").as_str()
+    );
+    let project = h.sim.project_id("admin").unwrap();
+    let admin = h.admin().await;
+    let endpoint = h
+        .send(
+            Method::GET,
+            &format!("/volume/v3/{project}"),
+            &[("X-Auth-Token", &admin)],
+            None,
+        )
+        .await;
+    assert_eq!(endpoint.status, 404, "{}", endpoint.text);
+    let listed = h
+        .cinder(&admin, "3.44", Method::GET, "/volumes", None)
+        .await;
+    assert_eq!(
+        listed.header("x-compute-request-id"),
+        listed.header("x-openstack-request-id")
+    );
+}

@@ -315,3 +315,41 @@ async fn version_documents() {
             .any(|v| v["id"] == "v2.1")
     );
 }
+
+/// Keystone's default roles imply one another (admin → manager → member
+/// → reader, as `keystone-manage bootstrap` sets them up): a token
+/// carries every role its assignment implies.
+#[tokio::test]
+async fn tokens_carry_the_roles_their_assignment_implies() {
+    let h = start(two_hosts(manual_settings())).await;
+    let roles = |user: &'static str, project: &'static str| {
+        let h = &h;
+        async move {
+            let body = json!({"auth": {
+                "identity": {"methods": ["password"], "password": {"user": {"name": user, "domain": {"name": "Default"}, "password": "secret"}}},
+                "scope": {"project": {"name": project, "domain": {"name": "Default"}}}}});
+            let a = h
+                .send(Method::POST, "/identity/v3/auth/tokens", &[], Some(body))
+                .await;
+            assert_eq!(a.status, 201, "{}", a.text);
+            let mut names: Vec<String> = a.body["token"]["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap().to_owned())
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    assert_eq!(
+        roles("admin", "admin").await,
+        ["admin", "manager", "member", "reader"]
+    );
+    assert_eq!(
+        roles("nova", "service").await,
+        ["admin", "manager", "member", "reader", "service"]
+    );
+    assert_eq!(roles("demo", "demo").await, ["member", "reader"]);
+    assert_eq!(roles("reader", "demo").await, ["reader"]);
+}

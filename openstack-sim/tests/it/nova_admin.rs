@@ -533,11 +533,12 @@ async fn stop_start_lock_and_reset_state() {
         409,
         "not stopped"
     );
+    let stopped = act(json!({"os-stop": null}), admin.clone(), "2.1").await;
+    assert_eq!(stopped.status, 202);
     assert_eq!(
-        act(json!({"os-stop": null}), admin.clone(), "2.1")
-            .await
-            .status,
-        202
+        (stopped.header("content-type"), stopped.text.as_str()),
+        (Some("application/json"), ""),
+        "an empty answer, typed JSON as Nova types it"
     );
     let s = h.server(&admin, "2.1", &web).await;
     assert_eq!(
@@ -677,8 +678,47 @@ async fn stop_start_lock_and_reset_state() {
         .iter()
         .map(|a| a["action"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["unlock", "lock", "start", "stop"]);
+    // A server the scenario starts with was built as Nova builds one: its
+    // oldest action is `create`.
+    assert_eq!(names, ["unlock", "lock", "start", "stop", "create"]);
     assert!(actions.body["instanceActions"][0]["updated_at"].is_string());
+    // Nova's API locks and unlocks itself: one `api_<action>` event,
+    // finished at once.
+    for (i, event) in [(0, "api_unlock"), (1, "api_lock")] {
+        let request_id = actions.body["instanceActions"][i]["request_id"]
+            .as_str()
+            .unwrap();
+        let detail = h
+            .nova(
+                &admin,
+                "2.84",
+                Method::GET,
+                &format!("/servers/{web}/os-instance-actions/{request_id}"),
+                None,
+            )
+            .await;
+        let events = &detail.body["instanceAction"]["events"];
+        assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
+        assert_eq!(events[0]["event"], event);
+        assert_eq!(events[0]["result"], "Success");
+        assert!(events[0]["finish_time"].is_string(), "{events}");
+    }
+    let create = actions.body["instanceActions"][4]["request_id"]
+        .as_str()
+        .unwrap();
+    let detail = h
+        .nova(
+            &admin,
+            "2.84",
+            Method::GET,
+            &format!("/servers/{web}/os-instance-actions/{create}"),
+            None,
+        )
+        .await;
+    let events = &detail.body["instanceAction"]["events"];
+    assert_eq!(events[0]["event"], "compute__do_build_and_run_instance");
+    assert_eq!(events[0]["host"], "compute-01");
+    assert_eq!(events[0]["result"], "Success");
     let page = h
         .nova(
             &admin,

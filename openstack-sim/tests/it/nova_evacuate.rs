@@ -291,11 +291,12 @@ async fn the_state_walk_changes_the_host_after_task_state_and_before_done() {
         .iter()
         .map(|e| e["event"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["rebuild_server", "compute_rebuild_instance"]);
+    // Newest first, as Nova lists them.
+    assert_eq!(names, ["compute_rebuild_instance", "rebuild_server"]);
     assert!(events.iter().all(|e| e["result"] == "Success"));
-    assert_eq!(events[1]["host"], "compute-03");
-    assert_eq!(events[1]["hostId"].as_str().unwrap().len(), 56);
-    assert!(events[1].get("details").is_some());
+    assert_eq!(events[0]["host"], "compute-03");
+    assert_eq!(events[0]["hostId"].as_str().unwrap().len(), 56);
+    assert!(events[0].get("details").is_some());
     let old = h
         .nova(
             &admin,
@@ -678,4 +679,56 @@ async fn a_rebuild_sent_to_a_dead_but_not_yet_down_host_is_stuck_until_it_restar
     let server = h.server(&admin, "2.53", &a).await;
     assert_eq!(server["status"], "ERROR");
     assert_eq!(migration(&h, &admin, &a).await["status"], "failed");
+}
+
+/// Nova inserts a migration with `updated_at` NULL and writes it on the
+/// record's first change; `changes-since` and `changes-before` compare
+/// that column, so a migration never updated matches neither.
+#[tokio::test]
+async fn a_migration_is_not_updated_until_it_changes() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    h.fail_host(&admin, "compute-01").await;
+    let web = h.id_of("web-1");
+    assert_eq!(
+        h.evacuate(&admin, "2.80", &web, json!({})).await.status,
+        200
+    );
+    let accepted = migration(&h, &admin, &web).await;
+    assert_eq!(accepted["status"], "accepted");
+    assert!(accepted["updated_at"].is_null(), "{accepted}");
+    let since = |t: &str| {
+        format!(
+            "/os-migrations?instance_uuid={web}&changes-since={t}&changes-before=2999-01-01T00:00:00Z"
+        )
+    };
+    let created = accepted["created_at"].as_str().unwrap().to_owned();
+    let listed = h
+        .nova(
+            &admin,
+            "2.80",
+            Method::GET,
+            &since("2000-01-01T00:00:00Z"),
+            None,
+        )
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    assert_eq!(
+        listed.body["migrations"].as_array().unwrap().len(),
+        0,
+        "a migration never updated is not in changes-since: {}",
+        listed.text
+    );
+
+    h.sim.advance(3.0);
+    let moving = migration(&h, &admin, &web).await;
+    assert_eq!(moving["status"], "pre-migrating");
+    let updated = moving["updated_at"]
+        .as_str()
+        .expect("updated once it changes");
+    assert!(updated > created.as_str(), "{updated} after {created}");
+    let listed = h
+        .nova(&admin, "2.80", Method::GET, &since(&created), None)
+        .await;
+    assert_eq!(listed.body["migrations"].as_array().unwrap().len(), 1);
 }

@@ -30,14 +30,32 @@ async fn microversions_are_negotiated_echoed_and_refused() {
             .unwrap()
             .starts_with("req-")
     );
-    assert!(
-        a.header("x-openstack-request-id").is_none(),
-        "only from 2.46"
-    );
-    let a = h.nova(&token, "2.46", Method::GET, "/servers", None).await;
+    // Nova's request-id middleware sends both, whatever the microversion.
     assert_eq!(
         a.header("x-openstack-request-id"),
         a.header("x-compute-request-id")
+    );
+    // The v2.1 version document is answered at 2.1, with the same headers;
+    // the list of versions only links to each.
+    let doc = h.send(Method::GET, "/compute/v2.1", &[], None).await;
+    assert_eq!(doc.status, 200);
+    assert_eq!(doc.header("openstack-api-version"), Some("compute 2.1"));
+    assert_eq!(doc.header("x-openstack-nova-api-version"), Some("2.1"));
+    assert!(doc.header("vary").is_some());
+    assert!(
+        doc.header("x-openstack-request-id")
+            .unwrap()
+            .starts_with("req-")
+    );
+    assert_eq!(doc.body["version"]["version"], "2.104");
+    let list = h.send(Method::GET, "/compute/", &[], None).await;
+    assert_eq!(list.body["versions"][0]["status"], "DEPRECATED");
+    assert!(list.body["versions"][1].get("media-types").is_none());
+    assert_eq!(
+        list.body["versions"][1]["links"].as_array().unwrap().len(),
+        1,
+        "{}",
+        list.text
     );
     let a = h
         .nova(&token, "latest", Method::GET, "/servers", None)
@@ -137,8 +155,27 @@ async fn fields_appear_by_microversion_and_role() {
     assert!(v29.get("host_status").is_none());
     let v216 = h.server(&admin, "2.16", &id).await;
     assert_eq!(v216["host_status"], "UP");
+    assert!(v216.get("server_groups").is_none());
     let v273 = h.server(&admin, "2.73", &id).await;
     assert!(v273.get("locked_reason").is_some());
+    // 2.71: a server shown alone (not in a list) names its server groups.
+    assert!(v273["server_groups"].as_array().unwrap().is_empty());
+    let listed = h
+        .nova(
+            &admin,
+            "2.73",
+            Method::GET,
+            "/servers/detail?all_tenants=1",
+            None,
+        )
+        .await;
+    assert!(
+        listed.body["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s.get("server_groups").is_none())
+    );
     assert_eq!(v273["flavor"]["original_name"], "m1.small");
     assert_eq!(v273["status"], "ACTIVE");
     assert!(v273.get("fault").is_none());
@@ -482,4 +519,80 @@ async fn all_tenants_is_admin_only_and_host_is_ignored_for_others() {
         )
         .await;
     assert_eq!(by_status.body["servers"][0]["name"], "batch-1");
+}
+
+/// Nova reads `name` (and its alias `display_name`) and `node` as regular
+/// expressions searched anywhere in the value (PostgreSQL's `~`), case
+/// sensitive; its schema refuses an empty or uncompilable one.
+#[tokio::test]
+async fn name_and_node_filters_are_regular_expressions() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let names = |query: &'static str| {
+        let (h, admin) = (&h, admin.clone());
+        async move {
+            let a = h
+                .nova(
+                    &admin,
+                    "2.1",
+                    Method::GET,
+                    &format!("/servers/detail?all_tenants=1&{query}"),
+                    None,
+                )
+                .await;
+            assert_eq!(a.status, 200, "{query}: {}", a.text);
+            let mut names: Vec<String> = a.body["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["name"].as_str().unwrap().to_owned())
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    assert_eq!(
+        names("name=web").await,
+        ["web-1"],
+        "a plain word still matches anywhere"
+    );
+    assert_eq!(names("name=%5Eb").await, ["batch-1", "broken-1"], "^b");
+    assert_eq!(
+        names("name=(web%7Cdb)-1%24").await,
+        ["db-1", "web-1"],
+        "(web|db)-1$"
+    );
+    assert_eq!(names("name=a.p").await, ["app-1"]);
+    assert_eq!(names("name=.").await.len(), 7);
+    assert!(names("name=WEB").await.is_empty(), "case sensitive");
+    assert!(
+        names("name=b.*-2").await.is_empty(),
+        "a substring filter would not read the dot and star"
+    );
+    assert_eq!(names("display_name=%5Edb").await, ["db-1"]);
+    assert_eq!(
+        names("node=%5Ecompute-0%5B23%5D").await,
+        ["own-1"],
+        "^compute-0[23]"
+    );
+    for refused in ["name=(", "name=", "name=a%5B", "node=*"] {
+        let a = h
+            .nova(
+                &admin,
+                "2.1",
+                Method::GET,
+                &format!("/servers/detail?all_tenants=1&{refused}"),
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 400, "{refused}: {}", a.text);
+        assert!(
+            a.body["badRequest"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("is not a 'regex'"),
+            "{}",
+            a.text
+        );
+    }
 }

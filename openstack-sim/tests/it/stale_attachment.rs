@@ -345,7 +345,7 @@ async fn the_stall_times_out_into_an_error() {
     let action = snapshot
         .instance_actions
         .iter()
-        .find(|a| a.instance_uuid == s.server)
+        .find(|a| a.instance_uuid == s.server && a.action == "evacuate")
         .unwrap();
     let event = action
         .events

@@ -1,0 +1,204 @@
+//! A recording reverse proxy between the engine and a cloud (real or
+//! simulated): every call passes through unchanged and is kept, with its
+//! response. The engine finds its endpoints in Keystone's catalog, so the
+//! proxy rewrites every upstream address in the bodies and `Location`
+//! headers it returns to its own: pointed at the proxied Keystone, the
+//! engine's calls to Nova and Cinder come through it too. The same proxy in
+//! front of both clouds makes their records comparable
+//! (`tests/it/sim_vs_real.rs`).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, Response, StatusCode};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// One call and its answer.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    /// The label of the upstream it went to (`keystone`, `nova`, `sim`...).
+    pub upstream: String,
+    pub method: String,
+    pub path: String,
+    pub query: Option<String>,
+    /// The request's `OpenStack-API-Version`, if any.
+    pub microversion: Option<String>,
+    pub request: Option<Value>,
+    /// `None` when the upstream did not answer.
+    pub status: Option<u16>,
+    /// The answer, when it is JSON.
+    pub response: Option<Value>,
+    /// The names of the answer's headers, lowercase.
+    pub response_headers: Vec<String>,
+}
+
+/// A proxy in front of each of a cloud's upstreams.
+pub struct Recorder {
+    exchanges: Arc<Mutex<Vec<Exchange>>>,
+    /// (upstream origin, proxy origin).
+    origins: Vec<(String, String)>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+struct Upstream {
+    label: String,
+    origin: String,
+    http: reqwest::Client,
+    exchanges: Arc<Mutex<Vec<Exchange>>>,
+    /// Every (upstream origin, proxy origin) of the recorder, filled once
+    /// all proxies listen.
+    origins: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+/// Headers a proxy does not pass on (hop by hop, or rewritten).
+const DROPPED: [&str; 7] = [
+    "host",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "upgrade",
+    "content-length",
+];
+
+impl Recorder {
+    /// One proxy on loopback per `(label, origin)`, e.g.
+    /// `("nova", "http://127.0.0.1:25774")`.
+    pub async fn start(upstreams: &[(&str, &str)]) -> Recorder {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let exchanges = Arc::new(Mutex::new(Vec::new()));
+        let shared_origins = Arc::new(Mutex::new(Vec::new()));
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an http client");
+        let mut origins = Vec::new();
+        let mut tasks = Vec::new();
+        for (label, origin) in upstreams {
+            let origin = origin.trim_end_matches('/').to_owned();
+            let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+                .await
+                .expect("a loopback port");
+            let proxy = format!("http://{}", listener.local_addr().unwrap());
+            origins.push((origin.clone(), proxy));
+            let upstream = Arc::new(Upstream {
+                label: (*label).to_owned(),
+                origin,
+                http: http.clone(),
+                exchanges: exchanges.clone(),
+                origins: shared_origins.clone(),
+            });
+            let app = Router::new().fallback(forward).with_state(upstream);
+            tasks.push(tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            }));
+        }
+        *shared_origins.lock().unwrap() = origins.clone();
+        Recorder {
+            exchanges,
+            origins,
+            tasks,
+        }
+    }
+
+    /// `url` with its upstream origin replaced by the proxy's.
+    pub fn url(&self, url: &str) -> String {
+        rewrite(url, &self.origins)
+    }
+
+    /// Every call so far, in the order they were answered.
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.exchanges.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn rewrite(text: &str, origins: &[(String, String)]) -> String {
+    origins
+        .iter()
+        .fold(text.to_owned(), |t, (from, to)| t.replace(from, to))
+}
+
+async fn forward(State(up): State<Arc<Upstream>>, request: Request) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .unwrap_or_default();
+    let path = parts.uri.path().to_owned();
+    let query = parts.uri.query().map(str::to_owned);
+    let target = match &query {
+        Some(q) => format!("{}{path}?{q}", up.origin),
+        None => format!("{}{path}", up.origin),
+    };
+    let mut outgoing = up.http.request(parts.method.clone(), target);
+    for (name, value) in &parts.headers {
+        if !DROPPED.contains(&name.as_str()) {
+            outgoing = outgoing.header(name, value);
+        }
+    }
+    let mut exchange = Exchange {
+        upstream: up.label.clone(),
+        method: parts.method.to_string(),
+        path,
+        query,
+        microversion: parts
+            .headers
+            .get("openstack-api-version")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        request: serde_json::from_slice(&body).ok(),
+        status: None,
+        response: None,
+        response_headers: Vec::new(),
+    };
+    let answer = match outgoing.body(body).send().await {
+        Ok(answer) => answer,
+        Err(e) => {
+            up.exchanges.lock().unwrap().push(exchange);
+            return Response::builder()
+                .status(StatusCode::BAD_GATEWAY)
+                .body(Body::from(format!("recorder: {e}")))
+                .unwrap();
+        }
+    };
+    let status = answer.status();
+    let headers = answer.headers().clone();
+    let bytes = answer.bytes().await.unwrap_or_default();
+    let origins = up.origins.lock().unwrap().clone();
+    let text = rewrite(&String::from_utf8_lossy(&bytes), &origins);
+    exchange.status = Some(status.as_u16());
+    exchange.response_headers = headers.keys().map(|k| k.as_str().to_owned()).collect();
+    exchange.response = serde_json::from_str(&text).ok();
+    up.exchanges.lock().unwrap().push(exchange);
+    let mut response = Response::builder().status(status);
+    for (name, value) in &headers {
+        if DROPPED.contains(&name.as_str()) {
+            continue;
+        }
+        let value = if name == "location" {
+            HeaderValue::from_str(&rewrite(value.to_str().unwrap_or(""), &origins))
+                .unwrap_or_else(|_| value.clone())
+        } else {
+            value.clone()
+        };
+        response = response.header(HeaderName::from(name), value);
+    }
+    let body = if std::str::from_utf8(&bytes).is_ok() {
+        Body::from(text)
+    } else {
+        Body::from(bytes)
+    };
+    response.body(body).unwrap()
+}
