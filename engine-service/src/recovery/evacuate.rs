@@ -267,10 +267,13 @@ impl Run {
                 Followed::Settled(Verdict::Failed(reason)) => {
                     return Ok(failed(StepFailure::new("verify", reason)));
                 }
-                Followed::Settled(Verdict::InProgress(_)) | Followed::TimedOut(_) => {
+                Followed::Settled(Verdict::InProgress(state)) | Followed::TimedOut(state) => {
                     return Ok(failed(StepFailure::new(
                         "verify",
-                        Cause::transient(self.timeout_message("the evacuation in progress")),
+                        Cause::transient(format!(
+                            "{} ({state})",
+                            self.timeout_message("the evacuation in progress")
+                        )),
                     )));
                 }
                 Followed::Gone => return Ok(gone()),
