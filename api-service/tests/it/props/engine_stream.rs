@@ -847,13 +847,16 @@ impl epb::engine_server::Engine for ScriptedEngine {
                     Ok(Ok(Some(epb::RecoverRequest {
                         body: Some(epb::recover_request::Body::Ack(ack)),
                     }))) => {
+                        // No row: the notification has moved on to its
+                        // next run (a reconcile starts as soon as this one
+                        // is resolved), which happens only after every
+                        // event of this one was persisted.
                         let persisted = db
                             .scalar(format!(
-                                "SELECT CAST(run_sequence AS TEXT) FROM notifications WHERE run_id = '{run_id}'"
+                                "SELECT COALESCE(CAST(run_sequence AS TEXT), '0') FROM notifications WHERE run_id = '{run_id}'"
                             ))
                             .await
-                            .and_then(|s| s.parse::<u64>().ok())
-                            .unwrap_or_default();
+                            .map_or(u64::MAX, |s| s.parse::<u64>().unwrap_or_default());
                         if persisted < ack.sequence {
                             seen.early_acks
                                 .push(format!("ack {} with {persisted} persisted", ack.sequence));
