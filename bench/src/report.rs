@@ -355,7 +355,7 @@ impl Document {
             "last instance back s",
             "ideal s",
             "ratio",
-            "create delay p50/max s",
+            "report answered p50/max s",
             "first evacuation p50/p99 s",
             "instance p50/p99/max s",
             "downtime p50/p99/max s",

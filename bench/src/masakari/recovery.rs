@@ -62,7 +62,8 @@ pub struct MasakariRecoveryReport {
     pub ideal_makespan_secs: Option<f64>,
     pub ratio_to_ideal: Option<f64>,
     pub nova_makespan_secs: Option<f64>,
-    /// Per report: sent to stored (Masakari's random delay; whole seconds).
+    /// Per report: sent to answered (202), Masakari's random delay and the
+    /// insert.
     pub create_delay_secs: Option<Summary>,
     /// Per report: sent to the first evacuate request for its host.
     pub dispatch_latency_secs: Option<Summary>,
@@ -186,12 +187,13 @@ async fn measure(
     let clock = control.clock().await?;
 
     // The reports, all at once; each answered after Masakari's delay.
-    let sent: Vec<(String, DateTime<Utc>, Notification)> =
+    let sent: Vec<(String, DateTime<Utc>, Notification, f64)> =
         futures::future::try_join_all(failed.iter().map(|host| {
             let api = api.clone();
             let host = host.clone();
             async move {
                 let at = Utc::now();
+                let clock = Instant::now();
                 let answer = api
                     .create_notification(
                         "COMPUTE_HOST",
@@ -200,18 +202,19 @@ async fn measure(
                         json!({"event": "STOPPED", "host_status": "NORMAL", "cluster_status": "OFFLINE"}),
                     )
                     .await?;
+                let answered = clock.elapsed().as_secs_f64();
                 if !answer.status.is_success() {
                     bail!("reporting {host}: {}: {}", answer.status, answer.body);
                 }
                 let n: Notification = serde_json::from_value(answer.body["notification"].clone())
                     .with_context(|| format!("reading the notification for {host}"))?;
-                Ok((host, at, n))
+                Ok((host, at, n, answered))
             }
         }))
         .await?;
     let first_sent = sent
         .iter()
-        .map(|(_, at, _)| *at)
+        .map(|(_, at, _, _)| *at)
         .min()
         .unwrap_or_else(Utc::now);
 
@@ -221,7 +224,7 @@ async fn measure(
     let mut problems = Vec::new();
     let ours: Vec<&str> = sent
         .iter()
-        .map(|(_, _, n)| n.notification_uuid.as_str())
+        .map(|(_, _, n, _)| n.notification_uuid.as_str())
         .collect();
     let (finals, all_final) = loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -263,8 +266,8 @@ async fn measure(
         let list = api.vmoves(&n.notification_uuid).await?;
         let at = sent
             .iter()
-            .find(|(_, _, s)| s.notification_uuid == n.notification_uuid)
-            .map_or(first_sent, |(_, at, _)| *at);
+            .find(|(_, _, s, _)| s.notification_uuid == n.notification_uuid)
+            .map_or(first_sent, |(_, at, _, _)| *at);
         vmoves.push((n.clone(), at, list));
     }
     let _ = std::fs::write(
@@ -369,10 +372,8 @@ async fn measure(
     }
     let mut dispatch = Vec::new();
     let mut create_delay = Vec::new();
-    for (host, at, n) in &sent {
-        if let Some(created) = parse_time(&n.created_at) {
-            create_delay.push(secs(*at, created));
-        }
+    for (host, at, _, answered) in &sent {
+        create_delay.push(*answered);
         match first_request.get(host.as_str()) {
             Some(requested) => dispatch.push(secs(*at, clock.wall(*requested))),
             None => problems.push(format!("no evacuation requested for {host}")),
