@@ -55,7 +55,8 @@ pub struct MasakariRecoveryReport {
     /// Every notification final before the run's timeout.
     pub all_final: bool,
     /// The first report sent to the last notification final (Masakari's
-    /// `updated_at`, whole seconds, or its last vmove's end if later).
+    /// `updated_at`, whole seconds, or its last vmove's end if later); when
+    /// some never ended, to the last change the run saw.
     pub recovery_wall_secs: f64,
     /// The first report sent to the last succeeded vmove's end.
     pub last_instance_back_secs: Option<f64>,
@@ -131,6 +132,12 @@ pub async fn run(
     report.run_real_secs = began.elapsed().as_secs_f64();
     Ok(report)
 }
+
+/// How long nothing may change (notification statuses, evacuations asked
+/// for and ended) before the run stops waiting: longer than any wait of
+/// Masakari's own (180 s after a service update, 90 s per evacuation, the
+/// retry scan every 120 s).
+const STALL: Duration = Duration::from_secs(900);
 
 /// Masakari's worst case for the scenario, with its one retry, plus ten
 /// minutes: 180 s, then a third of a host's instances after another, each
@@ -218,7 +225,9 @@ async fn measure(
         .min()
         .unwrap_or_else(Utc::now);
 
-    // Until every notification is final, or the time is up.
+    // Until every notification is final, the time is up, or nothing has
+    // moved for `STALL` (a notification Masakari leaves `running` after an
+    // error stays so until its 24-hour expiry).
     let timeout = timeout.unwrap_or_else(|| default_timeout(scenario));
     let deadline = Instant::now() + timeout;
     let mut problems = Vec::new();
@@ -226,6 +235,10 @@ async fn measure(
         .iter()
         .map(|(_, _, n, _)| n.notification_uuid.as_str())
         .collect();
+    let mut progress = (Vec::new(), 0usize, 0usize);
+    let mut moved = Instant::now();
+    let mut moved_at = Utc::now();
+    let mut nova_read = Instant::now();
     let (finals, all_final) = loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
         masakari.check_alive()?;
@@ -240,12 +253,44 @@ async fn measure(
         if done >= ours.len() {
             break (listed, true);
         }
-        if Instant::now() > deadline {
-            problems.push(format!(
-                "{done} of {} notifications final after {:.0} s",
-                ours.len(),
-                timeout.as_secs_f64()
-            ));
+        let mut statuses: Vec<String> = listed.iter().map(|n| n.status.clone()).collect();
+        statuses.sort_unstable();
+        let (mut requested, mut ended) = (progress.1, progress.2);
+        if nova_read.elapsed() >= Duration::from_secs(30) {
+            let stats = control.stats().await?;
+            (requested, ended) = (stats.evacuations.len(), stats.done + stats.failed);
+            nova_read = Instant::now();
+        }
+        let now = (statuses, requested, ended);
+        if now != progress {
+            progress = now;
+            moved = Instant::now();
+            moved_at = Utc::now();
+        }
+        let stalled = moved.elapsed() >= STALL;
+        if stalled || Instant::now() > deadline {
+            let waiting: BTreeMap<&str, usize> =
+                listed
+                    .iter()
+                    .filter(|n| !n.is_final())
+                    .fold(BTreeMap::new(), |mut m, n| {
+                        *m.entry(n.status.as_str()).or_default() += 1;
+                        m
+                    });
+            problems.push(if stalled {
+                format!(
+                    "{done} of {} notifications final; the others ({waiting:?}) and Nova's evacuations \
+                     had not moved for {:.0} s",
+                    ours.len(),
+                    STALL.as_secs_f64()
+                )
+            } else {
+                format!(
+                    "{done} of {} notifications final after {:.0} s ({waiting:?} left)",
+                    ours.len(),
+                    timeout.as_secs_f64()
+                )
+            });
             break (listed, false);
         }
     };
@@ -355,7 +400,7 @@ async fn measure(
         if all_final {
             last_final.unwrap_or(seen_final)
         } else {
-            seen_final
+            moved_at
         },
     );
     let ratio_to_ideal = stats
