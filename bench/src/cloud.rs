@@ -61,26 +61,12 @@ impl Cloud {
     ) -> anyhow::Result<Self> {
         let (scenario, speed) = (&options.scenario, options.speed);
         let pacing = Pacing { speed };
-        let scenario_file = dir.path.join("scenario.toml");
-        write(
-            &scenario_file,
+        let (sim, control) = start_sim(
+            binaries,
+            dir,
             &scenario.sim_toml(&options.timing, speed, options.seed),
-        )?;
-        let sim = Service::start(
-            "openstack-sim",
-            &binaries.sim,
-            &[
-                "--scenario".into(),
-                scenario_file.display().to_string(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-            ],
-            &[("RUST_LOG", dir.log_filter.clone())],
-            dir.path.join("openstack-sim.log"),
-            "listening on",
         )
         .await?;
-        let control = SimControl::new(&sim.addr)?;
 
         let engine_file = dir.path.join("instanceha-engine.toml");
         write(
@@ -134,6 +120,33 @@ impl Cloud {
             sim: self.sim.stop().await.ok(),
         }
     }
+}
+
+/// The simulator with the scenario `toml` (written into the run
+/// directory), and its control client.
+pub async fn start_sim(
+    binaries: &Binaries,
+    dir: &RunDir,
+    toml: &str,
+) -> anyhow::Result<(Service, SimControl)> {
+    let scenario_file = dir.path.join("scenario.toml");
+    write(&scenario_file, toml)?;
+    let sim = Service::start(
+        "openstack-sim",
+        &binaries.sim,
+        &[
+            "--scenario".into(),
+            scenario_file.display().to_string(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ],
+        &[("RUST_LOG", dir.log_filter.clone())],
+        dir.path.join("openstack-sim.log"),
+        "listening on",
+    )
+    .await?;
+    let control = SimControl::new(&sim.addr)?;
+    Ok((sim, control))
 }
 
 /// The API alone, without dispatch (for intake).

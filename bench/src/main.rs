@@ -7,9 +7,15 @@
 //! realistic timing model and the intake load, and prints tables (Markdown)
 //! and, with `--json FILE`, one JSON document. See `BENCHMARKS.md`.
 //!
+//! With `--masakari also` (or `only`) the same scenarios and intake load
+//! are run by OpenStack Masakari itself (`masakari`: its PyPI release in a
+//! cached venv, started by `bench/masakari/run_masakari.py`), and its
+//! figures printed beside ours.
+//!
 //! The exit status is 0 when every run completed and recovered everything
 //! (and intake kept every report exactly once), 1 otherwise; the issue's
-//! targets are reported, never asserted.
+//! targets are reported, never asserted. What Masakari fails to recover is
+//! reported, not counted against the exit status.
 
 mod cloud;
 mod config;
@@ -34,9 +40,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::cloud::RunDir;
 use crate::db::Backend;
 use crate::intake::IntakeSettings;
+use crate::masakari::intake::MasakariIntakeSettings;
+use crate::masakari::runner::{CloudAccess, Masakari, MasakariSettings};
 use crate::procs::Binaries;
 use crate::recovery::RecoverySettings;
-use crate::report::{Document, Machine, RecoveryEntry};
+use crate::report::{Document, Machine, MasakariRecoveryEntry, RecoveryEntry};
 use crate::scenario::{NAMED, Scenario, TimingModel};
 
 /// The performance benchmark of instance-ha: recovery time against what
@@ -95,6 +103,34 @@ struct Common {
     /// An environment variable for instanceha-api, KEY=VALUE (repeatable).
     #[arg(long, global = true, value_parser = key_value)]
     api_env: Vec<(String, String)>,
+    /// The Python that makes Masakari's venv.
+    #[arg(long, global = true, default_value = "python3")]
+    masakari_python: PathBuf,
+    /// Masakari's venv: made on first use with the pinned release from
+    /// PyPI, reused afterwards (default ~/.cache/instanceha/masakari-venv).
+    #[arg(long, global = true)]
+    masakari_venv: Option<PathBuf>,
+    /// AMQP port of Masakari's private RabbitMQ node.
+    #[arg(long, global = true, default_value_t = 25683)]
+    masakari_amqp_port: u16,
+    /// Erlang distribution port of that node.
+    #[arg(long, global = true, default_value_t = 25684)]
+    masakari_dist_port: u16,
+}
+
+impl Common {
+    fn masakari(&self, api_port: Option<u16>) -> MasakariSettings {
+        MasakariSettings {
+            python: self.masakari_python.clone(),
+            venv: self
+                .masakari_venv
+                .clone()
+                .unwrap_or_else(MasakariSettings::default_venv),
+            amqp_port: self.masakari_amqp_port,
+            dist_port: self.masakari_dist_port,
+            api_port,
+        }
+    }
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {
@@ -134,6 +170,10 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         stopped: usize,
     },
+    /// Runs OpenStack Masakari (API, engine, a private RabbitMQ node)
+    /// against a cloud until Ctrl-C: to point it at a real Keystone and
+    /// Nova. Its files and logs are in the work directory.
+    MasakariServe(ServeArgs),
     /// Only Masakari's modelled figures for the scenarios (no process runs).
     Model {
         /// Scenario names (default: every named scenario).
@@ -141,6 +181,56 @@ enum Command {
         #[arg(long, default_value_t = 2026)]
         seed: u64,
     },
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Keystone's URL, e.g. http://keystone:5000/v3.
+    #[arg(long, env = "OS_AUTH_URL")]
+    auth_url: String,
+    /// An admin account (Masakari's policies are admin only).
+    #[arg(long, env = "OS_USERNAME", default_value = "admin")]
+    username: String,
+    #[arg(long, env = "OS_PASSWORD", hide_env_values = true)]
+    password: String,
+    #[arg(long, env = "OS_PROJECT_NAME", default_value = "admin")]
+    project_name: String,
+    #[arg(long, env = "OS_USER_DOMAIN_NAME", default_value = "Default")]
+    user_domain_name: String,
+    #[arg(long, env = "OS_PROJECT_DOMAIN_NAME", default_value = "Default")]
+    project_domain_name: String,
+    #[arg(long, env = "OS_REGION_NAME", default_value = "RegionOne")]
+    region: String,
+    /// The catalog interface of the endpoints Masakari calls.
+    #[arg(long, env = "OS_INTERFACE", default_value = "public")]
+    interface: String,
+    /// masakari-api's port.
+    #[arg(long, default_value_t = 15868)]
+    api_port: u16,
+    /// The API alone: reports are stored, nothing is recovered.
+    #[arg(long)]
+    no_engine: bool,
+}
+
+/// Whether OpenStack Masakari runs too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WithMasakari {
+    /// instance-ha only.
+    Off,
+    /// instance-ha, then Masakari on the same scenario.
+    Also,
+    /// Masakari only.
+    Only,
+}
+
+impl WithMasakari {
+    fn ours(self) -> bool {
+        self != Self::Only
+    }
+
+    fn theirs(self) -> bool {
+        self != Self::Off
+    }
 }
 
 #[derive(Debug, Args)]
@@ -168,9 +258,15 @@ struct RecoveryTuning {
     #[arg(long, default_value_t = 1)]
     repeat: usize,
     /// Give up on a run after this many real seconds (default: ten times
-    /// what Nova needs, at least a minute, plus a minute).
+    /// what Nova needs, at least a minute, plus a minute; for Masakari,
+    /// its worst case with one retry plus ten minutes).
     #[arg(long)]
     timeout: Option<u64>,
+    /// Run OpenStack Masakari on the same scenarios too (`also`), or
+    /// instead (`only`); it runs at speed 1 whatever --speed says, since
+    /// its own waits are real seconds.
+    #[arg(long, value_enum, default_value_t = WithMasakari::Off)]
+    masakari: WithMasakari,
 }
 
 #[derive(Debug, Args)]
@@ -206,6 +302,16 @@ struct IntakeTuning {
     /// leaves the most CPU to the API and the database).
     #[arg(long, default_value_t = 1)]
     client_threads: usize,
+    /// Load OpenStack Masakari's REST API too (`also`), or instead
+    /// (`only`), with the same clients, hosts and replays, on SQLite.
+    #[arg(long, value_enum, default_value_t = WithMasakari::Off)]
+    masakari: WithMasakari,
+    /// Timed reports for Masakari (its API sleeps up to 5 s before each).
+    #[arg(long, default_value_t = 2_000)]
+    masakari_count: usize,
+    /// Untimed reports sent to Masakari first.
+    #[arg(long, default_value_t = 200)]
+    masakari_warmup: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -274,6 +380,8 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         machine: Machine::read(),
         recovery: Vec::new(),
         intake: Vec::new(),
+        masakari_recovery: Vec::new(),
+        masakari_intake: Vec::new(),
         targets: Vec::new(),
     };
     let (recovery, intake): (Option<RecoveryPlan>, Option<IntakePlan>) = match &cli.command {
@@ -322,6 +430,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             }
             return Ok(true);
         }
+        Command::MasakariServe(_) => (None, None),
     };
 
     let binaries = Binaries::locate(
@@ -347,6 +456,19 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let mut all_ok = true;
 
+    if let Command::MasakariServe(args) = &cli.command {
+        serve_masakari(common, args, &root).await?;
+        if let Some(temp) = temp
+            && common.keep
+        {
+            eprintln!(
+                "instanceha-bench: run directory kept: {}",
+                temp.keep().display()
+            );
+        }
+        return Ok(true);
+    }
+
     if let Some((list, tuning)) = recovery {
         if tuning.speed <= 0.0 {
             bail!("--speed must be positive");
@@ -359,6 +481,52 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         };
         for scenario in list {
             for round in 1..=tuning.repeat.max(1) {
+                if tuning.masakari.theirs() {
+                    let dir = RunDir {
+                        path: root.join(format!("{}-{round}-masakari", scenario.name)),
+                        log_filter: common.log_filter.clone(),
+                        engine_env: Vec::new(),
+                        api_env: Vec::new(),
+                    };
+                    std::fs::create_dir_all(&dir.path)?;
+                    eprintln!(
+                        "instanceha-bench: recovery {} by Masakari (run {round}, speed 1), in {}",
+                        scenario.name,
+                        dir.path.display()
+                    );
+                    let timing = TimingModel::default();
+                    let measured = masakari::recovery::run(
+                        &binaries,
+                        &dir,
+                        &common.masakari(None),
+                        &scenario,
+                        &timing,
+                        tuning.seed,
+                        tuning.timeout.map(Duration::from_secs),
+                    )
+                    .await?;
+                    eprintln!(
+                        "instanceha-bench: {} by Masakari {}: wall {:.1} s, {} of {} recovered, notifications {:?}",
+                        scenario.name,
+                        measured.masakari_version,
+                        measured.recovery_wall_secs,
+                        measured.recovered,
+                        measured.instances,
+                        measured.notification_statuses
+                    );
+                    let model = masakari::model(
+                        &scenario,
+                        &timing,
+                        tuning.seed,
+                        measured.ideal_makespan_secs,
+                    );
+                    document
+                        .masakari_recovery
+                        .push(MasakariRecoveryEntry { measured, model });
+                }
+                if !tuning.masakari.ours() {
+                    continue;
+                }
                 let dir = RunDir {
                     path: root.join(format!("{}-{round}", scenario.name)),
                     log_filter: common.log_filter.clone(),
@@ -415,11 +583,42 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     }
 
     if let Some((which, tuning)) = intake {
+        if tuning.masakari.theirs() {
+            let dir = RunDir {
+                path: root.join("intake-masakari"),
+                log_filter: common.log_filter.clone(),
+                engine_env: Vec::new(),
+                api_env: Vec::new(),
+            };
+            std::fs::create_dir_all(&dir.path)?;
+            eprintln!(
+                "instanceha-bench: intake by Masakari ({} reports, {} clients), in {}",
+                tuning.masakari_count,
+                tuning.concurrency,
+                dir.path.display()
+            );
+            let options = MasakariIntakeSettings {
+                count: tuning.masakari_count,
+                warmup: tuning.masakari_warmup,
+                concurrency: tuning.concurrency,
+                hosts: tuning.hosts,
+                replay_fraction: tuning.replay_fraction,
+            };
+            let report =
+                masakari::intake::run(&binaries, &dir, &common.masakari(None), &options).await?;
+            eprintln!(
+                "instanceha-bench: intake by Masakari {}: {:.1} notifications/s, answers {:?}",
+                report.masakari_version, report.notifications_per_sec, report.answers
+            );
+            document.masakari_intake.push(report);
+        }
         let mut backends = Vec::new();
-        if matches!(which, IntakeDb::Sqlite | IntakeDb::Both) {
+        if !tuning.masakari.ours() {
+            // Masakari only.
+        } else if matches!(which, IntakeDb::Sqlite | IntakeDb::Both) {
             backends.push(Backend::Sqlite);
         }
-        if matches!(which, IntakeDb::Postgres | IntakeDb::Both) {
+        if tuning.masakari.ours() && matches!(which, IntakeDb::Postgres | IntakeDb::Both) {
             backends.push(Backend::Postgres {
                 admin_url: common.postgres_url.clone(),
             });
@@ -474,4 +673,52 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         );
     }
     Ok(all_ok)
+}
+
+/// `masakari-serve`: Masakari against the given cloud until Ctrl-C or
+/// SIGTERM.
+async fn serve_masakari(
+    common: &Common,
+    args: &ServeArgs,
+    root: &std::path::Path,
+) -> anyhow::Result<()> {
+    let cloud = CloudAccess {
+        auth_url: args.auth_url.clone(),
+        username: args.username.clone(),
+        password: args.password.clone(),
+        project_name: args.project_name.clone(),
+        user_domain_name: args.user_domain_name.clone(),
+        project_domain_name: args.project_domain_name.clone(),
+        region: args.region.clone(),
+        interface: args.interface.clone(),
+    };
+    let dir = root.join("masakari");
+    let mut masakari = Masakari::start(
+        &common.masakari(Some(args.api_port)),
+        &cloud,
+        &dir,
+        !args.no_engine,
+    )
+    .await?;
+    println!(
+        "masakari {} listening on {} (files and logs in {}); Ctrl-C stops it",
+        masakari.version,
+        masakari.url,
+        dir.display()
+    );
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut alive = tokio::time::interval(Duration::from_secs(1));
+    let outcome = loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+            _ = term.recv() => break Ok(()),
+            _ = alive.tick() => {
+                if let Err(e) = masakari.check_alive() {
+                    break Err(e);
+                }
+            }
+        }
+    };
+    masakari.stop().await;
+    outcome
 }

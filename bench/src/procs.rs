@@ -77,6 +77,22 @@ impl Usage {
         self.peak_rss_kib as f64 / 1024.0
     }
 
+    /// The process and every descendant, summed (a Python service forks
+    /// its workers, `rabbitmq-server` runs the Erlang VM under a shell):
+    /// the sum of each process's peak, which may exceed the tree's peak
+    /// at any one moment.
+    pub fn of_tree(pid: u32) -> anyhow::Result<Self> {
+        let mut total = Self::of(pid)?;
+        for child in descendants(pid) {
+            if let Ok(u) = Self::of(child) {
+                total.peak_rss_kib += u.peak_rss_kib;
+                total.rss_kib += u.rss_kib;
+                total.cpu_secs += u.cpu_secs;
+            }
+        }
+        Ok(total)
+    }
+
     /// Reads `/proc/PID/status` and `/proc/PID/stat`.
     pub fn of(pid: u32) -> anyhow::Result<Self> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -111,6 +127,45 @@ impl Usage {
     }
 }
 
+/// Every process below `pid` (children, grandchildren...), from the parent
+/// ids in `/proc/*/stat`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(child) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+                continue;
+            };
+            // After the command name: state, then the parent's id.
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(parent) = parent {
+                parent_of.push((child, parent));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in &parent_of {
+            if parent == p && !found.contains(&child) {
+                found.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    found
+}
+
 /// A running service process; killed when dropped.
 pub struct Service {
     pub name: &'static str,
@@ -123,7 +178,8 @@ pub struct Service {
 
 impl Service {
     /// Starts `program` with `args`, its stderr (the logs) to `log`, and
-    /// waits for the line `<marker> <address>` on its stdout.
+    /// waits (at most a minute) for the line `<marker> <address>` on its
+    /// stdout.
     pub async fn start(
         name: &'static str,
         program: &Path,
@@ -131,6 +187,28 @@ impl Service {
         env: &[(&str, String)],
         log: PathBuf,
         marker: &str,
+    ) -> anyhow::Result<Self> {
+        Self::start_within(
+            name,
+            program,
+            args,
+            env,
+            log,
+            marker,
+            Duration::from_secs(60),
+        )
+        .await
+    }
+
+    /// [`Service::start`], waiting at most `within` for the marker.
+    pub async fn start_within(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        log: PathBuf,
+        marker: &str,
+        within: Duration,
     ) -> anyhow::Result<Self> {
         let log_file =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -169,7 +247,7 @@ impl Service {
             }
             Ok(None)
         };
-        let found = tokio::time::timeout(Duration::from_secs(60), wait).await;
+        let found = tokio::time::timeout(within, wait).await;
         let addr = match found {
             Ok(Ok(Some(addr))) => addr,
             other => {
@@ -247,12 +325,18 @@ impl Service {
     /// Reads the usage, then stops the process: SIGTERM (the services shut
     /// down cleanly, and a profiler wrapping one writes its output), and
     /// SIGKILL if it is still there after 10 s.
-    pub async fn stop(mut self) -> anyhow::Result<Usage> {
+    pub async fn stop(self) -> anyhow::Result<Usage> {
+        self.stop_within(Duration::from_secs(10)).await
+    }
+
+    /// [`Service::stop`], waiting `grace` before SIGKILL (a supervisor that
+    /// stops processes of its own needs longer).
+    pub async fn stop_within(mut self, grace: Duration) -> anyhow::Result<Usage> {
         let usage = self.usage();
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &self.pid.to_string()])
             .status();
-        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+        if tokio::time::timeout(grace, self.child.wait())
             .await
             .is_err()
         {

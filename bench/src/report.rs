@@ -7,6 +7,8 @@ use serde::Serialize;
 
 use crate::intake::IntakeReport;
 use crate::masakari::MasakariModel;
+use crate::masakari::intake::MasakariIntakeReport;
+use crate::masakari::recovery::MasakariRecoveryReport;
 use crate::recovery::RecoveryReport;
 use crate::stats::Summary;
 
@@ -66,6 +68,14 @@ pub struct RecoveryEntry {
     pub masakari_model: MasakariModel,
 }
 
+/// A recovery run by Masakari itself, with the model's figures for the
+/// same scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct MasakariRecoveryEntry {
+    pub measured: MasakariRecoveryReport,
+    pub model: MasakariModel,
+}
+
 /// A target of the issue and whether the figures meet it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Target {
@@ -82,6 +92,9 @@ pub struct Document {
     pub machine: Machine,
     pub recovery: Vec<RecoveryEntry>,
     pub intake: Vec<IntakeReport>,
+    /// Masakari itself on the same scenarios and load.
+    pub masakari_recovery: Vec<MasakariRecoveryEntry>,
+    pub masakari_intake: Vec<MasakariIntakeReport>,
     pub targets: Vec<Target>,
 }
 
@@ -176,10 +189,9 @@ impl Document {
                 "downtime after report p50/p99/max s",
                 "recovered",
             ]);
-            for e in &self.recovery {
-                let x = &e.masakari_model;
+            for (name, x) in self.models() {
                 m.add_row(vec![
-                    e.measured.scenario.name.clone(),
+                    name.to_owned(),
                     f1(x.recovery_wall_secs),
                     opt(x.ratio_to_ideal, |v| format!("{v:.2}")),
                     pair(x.dispatch_latency_ms, |v| format!("{v:.0}")),
@@ -227,6 +239,9 @@ impl Document {
             out.push_str(&d.to_string());
             out.push_str("\n\n");
         }
+        if !self.masakari_recovery.is_empty() {
+            out.push_str(&self.masakari_tables());
+        }
         if !self.intake.is_empty() {
             let mut t = Table::new();
             t.load_preset(ASCII_MARKDOWN);
@@ -256,6 +271,43 @@ impl Document {
             out.push_str(&t.to_string());
             out.push_str("\n\n");
         }
+        if !self.masakari_intake.is_empty() {
+            let mut t = Table::new();
+            t.load_preset(ASCII_MARKDOWN);
+            t.set_header(vec![
+                "Masakari",
+                "db",
+                "clients",
+                "reports",
+                "notifications/s",
+                "create p50/p99 ms",
+                "answers",
+                "stored / expected",
+                "duplicated / lost",
+                "API peak RSS MiB",
+            ]);
+            for r in &self.masakari_intake {
+                t.add_row(vec![
+                    r.masakari_version.clone(),
+                    r.database.clone(),
+                    r.concurrency.to_string(),
+                    format!("{} (+{} warm-up)", r.count, r.warmup),
+                    format!("{:.1}", r.notifications_per_sec),
+                    pair(r.create_latency_ms, |v| format!("{v:.0}")),
+                    r.answers
+                        .iter()
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    format!("{} / {}", r.stored, r.expected),
+                    format!("{} / {}", r.duplicated, r.missing),
+                    mib(r.api_usage.as_ref().map(|u| u.peak_rss_kib)),
+                ]);
+            }
+            out.push_str("Intake by Masakari (measured, its REST API, its defaults)\n\n");
+            out.push_str(&t.to_string());
+            out.push_str("\n\n");
+        }
         if !self.targets.is_empty() {
             let mut t = Table::new();
             t.load_preset(ASCII_MARKDOWN);
@@ -281,7 +333,86 @@ impl Document {
                 out.push_str(&format!("problem in {}: {p}\n", e.measured.scenario.name));
             }
         }
+        for e in &self.masakari_recovery {
+            for p in &e.measured.problems {
+                out.push_str(&format!("Masakari in {}: {p}\n", e.measured.scenario.name));
+            }
+        }
         out
+    }
+
+    /// Masakari's recovery runs, measured, and the model beside them.
+    fn masakari_tables(&self) -> String {
+        let mut out = String::new();
+        let mut t = Table::new();
+        t.load_preset(ASCII_MARKDOWN);
+        t.set_header(vec![
+            "scenario",
+            "Masakari",
+            "recovered",
+            "notifications",
+            "wall s",
+            "last instance back s",
+            "ideal s",
+            "ratio",
+            "report answered p50/max s",
+            "first evacuation p50/p99 s",
+            "instance p50/p99/max s",
+            "downtime p50/p99/max s",
+            "peak RSS api/engine/rabbitmq MiB",
+        ]);
+        for e in &self.masakari_recovery {
+            let r = &e.measured;
+            t.add_row(vec![
+                r.scenario.name.clone(),
+                r.masakari_version.clone(),
+                format!("{} of {}", r.recovered, r.recovered + r.not_recovered),
+                r.notification_statuses
+                    .iter()
+                    .map(|(k, v)| format!("{v} {k}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                f1(r.recovery_wall_secs),
+                opt(r.last_instance_back_secs, f1),
+                opt(r.ideal_makespan_secs, f1),
+                opt(r.ratio_to_ideal, |v| format!("{v:.2}")),
+                r.create_delay_secs
+                    .map(|s| format!("{} / {}", f1(s.p50), f1(s.max)))
+                    .unwrap_or_else(|| "-".into()),
+                pair(r.dispatch_latency_secs, f1),
+                triple(r.instance_recovery_secs, f1),
+                triple(r.instance_downtime_secs, f1),
+                format!(
+                    "{} / {} / {}",
+                    mib(r.usage.api.as_ref().map(|u| u.peak_rss_kib)),
+                    mib(r.usage.engine.as_ref().map(|u| u.peak_rss_kib)),
+                    mib(r.usage.rabbitmq.as_ref().map(|u| u.peak_rss_kib)),
+                ),
+            ]);
+        }
+        out.push_str(
+            "Recovery by Masakari (measured, its defaults, speed 1; times from the report sent)\n\n",
+        );
+        out.push_str(&t.to_string());
+        out.push_str("\n\n");
+        out
+    }
+
+    /// The model's figures of every scenario instance-ha ran, and of those
+    /// only Masakari ran.
+    fn models(&self) -> Vec<(&str, &MasakariModel)> {
+        let mut models: Vec<(&str, &MasakariModel)> = self
+            .recovery
+            .iter()
+            .map(|e| (e.measured.scenario.name.as_str(), &e.masakari_model))
+            .collect();
+        for e in &self.masakari_recovery {
+            let name = e.measured.scenario.name.as_str();
+            if !models.iter().any(|(n, _)| *n == name) {
+                models.push((name, &e.model));
+            }
+        }
+        models
     }
 
     /// Judges the issue's targets on what this invocation measured.

@@ -196,6 +196,11 @@ impl Scenario {
             let _ = writeln!(s, "{key} = {value:?}");
         }
         // Room for every instance anywhere: placement follows free RAM only.
+        // Each hypervisor is named as its host, as Nova shows it when the
+        // compute's `host` and the hypervisor's hostname agree (libvirt on
+        // an unqualified hostname, the fake driver): Masakari takes a
+        // server whose node differs from the failed host's name for
+        // evacuated.
         for (prefix, count) in [
             ("rack-a-", self.failed_hosts),
             ("rack-b-", self.surviving_hosts),
@@ -204,6 +209,7 @@ impl Scenario {
             let _ = writeln!(s, "name_prefix = {prefix:?}");
             let _ = writeln!(s, "count = {count}");
             let _ = writeln!(s, "width = 3");
+            let _ = writeln!(s, "hypervisor_domain = \"\"");
             let _ = writeln!(s, "vcpus = 4096");
             let _ = writeln!(s, "ram_mb = 8388608");
         }

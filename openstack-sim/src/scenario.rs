@@ -300,6 +300,10 @@ pub struct HostGroupSpec {
     pub disk_gb: u64,
     pub enabled: bool,
     pub disabled_reason: Option<String>,
+    /// The hosts' hypervisor hostnames are `<name>.<hypervisor_domain>`; empty: the host name
+    /// itself, as Nova reports when `[DEFAULT]host` and the hypervisor's own hostname agree
+    /// (libvirt's default on a host whose hostname is not qualified, or the fake driver).
+    pub hypervisor_domain: String,
 }
 
 impl Default for HostGroupSpec {
@@ -315,6 +319,7 @@ impl Default for HostGroupSpec {
             disk_gb: host.disk_gb,
             enabled: true,
             disabled_reason: None,
+            hypervisor_domain: "example.org".into(),
         }
     }
 }
@@ -784,8 +789,14 @@ impl Scenario {
                 ));
             }
             for n in group.start..group.start + group.count {
+                let name = format!("{}{:0width$}", group.name_prefix, n, width = group.width);
+                let hypervisor_hostname = match group.hypervisor_domain.as_str() {
+                    "" => name.clone(),
+                    domain => format!("{name}.{domain}"),
+                };
                 hosts.push(HostSpec {
-                    name: format!("{}{:0width$}", group.name_prefix, n, width = group.width),
+                    name,
+                    hypervisor_hostname: Some(hypervisor_hostname),
                     vcpus: group.vcpus,
                     ram_mb: group.ram_mb,
                     disk_gb: group.disk_gb,

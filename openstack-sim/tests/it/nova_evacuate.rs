@@ -3,7 +3,7 @@
 
 use openstack_sim::EvacuationFailure;
 use openstack_sim::Scenario;
-use openstack_sim::scenario::{HostSpec, InstanceGroupSpec};
+use openstack_sim::scenario::{HostGroupSpec, HostSpec, InstanceGroupSpec};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -603,6 +603,66 @@ async fn volumes_move_with_new_attachments_on_the_destination() {
         older.body["volumeAttachments"][0]["delete_on_termination"],
         false
     );
+}
+
+/// Nova names a server's node by the hypervisor's hostname, which on most computes is the
+/// service's host name itself: a host group without a hypervisor domain says so, and the node
+/// changes only when the rebuild on the destination has finished, as Masakari's check (node
+/// different from the failed host's name) expects.
+#[tokio::test]
+async fn hypervisor_hostnames_may_be_the_host_names_and_follow_the_evacuation() {
+    let scenario = Scenario::builder()
+        .settings(manual_settings())
+        .host_group(HostGroupSpec {
+            name_prefix: "plain-".into(),
+            count: 2,
+            hypervisor_domain: String::new(),
+            ..HostGroupSpec::default()
+        })
+        .host_group(HostGroupSpec {
+            name_prefix: "fqdn-".into(),
+            count: 1,
+            ..HostGroupSpec::default()
+        })
+        .instance_group(InstanceGroupSpec {
+            host: "plain-01".into(),
+            count: 1,
+            ..InstanceGroupSpec::default()
+        })
+        .build()
+        .unwrap();
+    let h = start(scenario).await;
+    let admin = h.admin().await;
+    let a = h
+        .nova(&admin, "2.53", Method::GET, "/os-hypervisors/detail", None)
+        .await;
+    let mut names: Vec<&str> = a.body["hypervisors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hv| hv["hypervisor_hostname"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["fqdn-01.example.org", "plain-01", "plain-02"]);
+
+    let vm = h.id_of("vm-001");
+    let node = |s: &Value| s["OS-EXT-SRV-ATTR:hypervisor_hostname"].clone();
+    assert_eq!(node(&h.server(&admin, "2.53", &vm).await), "plain-01");
+    h.fail_host(&admin, "plain-01").await;
+    let a = h
+        .evacuate(&admin, "2.53", &vm, json!({"host": "plain-02"}))
+        .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    // scheduled, claimed, block devices set up, spawned: the task is over, the node not yet moved
+    h.sim.advance(7.5);
+    let s = h.server(&admin, "2.53", &vm).await;
+    assert_eq!(node(&s), "plain-01");
+    assert!(s["OS-EXT-STS:task_state"].is_null());
+    h.sim.advance(1.0);
+    let s = h.server(&admin, "2.53", &vm).await;
+    assert_eq!(node(&s), "plain-02");
+    assert_eq!(s["OS-EXT-SRV-ATTR:host"], "plain-02");
+    assert_eq!(migration(&h, &admin, &vm).await["dest_node"], "plain-02");
 }
 
 #[tokio::test]
