@@ -81,10 +81,11 @@ async fn nova_conductor_killed_mid_recovery() {
     let computes = stack.computes();
     let failed = computes[0].as_str();
     let instances = boot(&records, &stack, failed, 4, 1, 0).await;
-    // A lost request fails after 90 s, and once more after the API's retry.
+    // A lost request fails after 60 s, and once more after the API's retry
+    // (each attempt's reconcile follows it as long).
     let mut system = System::start_tuned(
         &stack,
-        |e| e.recovery.evacuation_timeout = Duration::from_secs(90),
+        |e| e.recovery.evacuation_timeout = Duration::from_secs(60),
         |a| {
             a.dispatch.max_attempts = 2;
             a.dispatch.retry_delay = Duration::from_secs(1);
@@ -113,7 +114,7 @@ async fn nova_conductor_killed_mid_recovery() {
     stack.kill("nova-conductor").await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     stack.start("nova-conductor").await;
-    let (n, vmoves) = system.terminal(&n.id, Duration::from_secs(600)).await;
+    let (n, vmoves) = system.terminal(&n.id, Duration::from_secs(900)).await;
     eprintln!(
         "{test}: report to {:?} in {:.1} s: {}",
         pb::NotificationStatus::try_from(n.status),

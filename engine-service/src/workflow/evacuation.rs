@@ -138,21 +138,24 @@ pub fn judge(
         server.task_state.as_deref().unwrap_or("none"),
         server.host.as_deref().unwrap_or("?"),
         migration
-            .map(|m| {
-                if m.status == "accepted" && m.dest_compute.is_none() && m.updated_at.is_none() {
-                    // Real Nova leaves it so for good when nova-conductor
-                    // dies holding the request (conformance/).
-                    format!(
-                        "{} accepted and never scheduled (nova-conductor may have lost the \
-                         request: check it, reset the instance's state and retry)",
-                        m.id
-                    )
-                } else {
-                    format!("{} {}", m.id, m.status)
-                }
-            })
+            .map(describe)
             .unwrap_or_else(|| "not yet created".to_owned())
     ))
+}
+
+/// `m`'s id and status, and what an `accepted` one never scheduled means:
+/// real Nova leaves it so for good when nova-conductor dies holding the
+/// request (conformance/).
+fn describe(m: &Migration) -> String {
+    if m.status == "accepted" && m.dest_compute.is_none() && m.updated_at.is_none() {
+        format!(
+            "{} accepted and never scheduled (nova-conductor may have lost the request: \
+             check it, reset the instance's state and retry)",
+            m.id
+        )
+    } else {
+        format!("{} {}", m.id, m.status)
+    }
 }
 
 /// Whether Nova is still carrying out the evacuation `m` records (it has
@@ -200,7 +203,7 @@ pub fn truth(source: &str, server: &Server, newest: Option<&Migration>) -> Truth
             "an evacuation is in progress (task_state {}, migration {})",
             server.task_state.as_deref().unwrap_or("none"),
             newest
-                .map(|m| format!("{} {}", m.id, m.status))
+                .map(describe)
                 .unwrap_or_else(|| "not yet created".to_owned())
         ));
     }
@@ -308,6 +311,24 @@ mod tests {
             status: status.into(),
             ..Migration::default()
         }
+    }
+
+    #[test]
+    fn an_evacuation_never_scheduled_is_told_as_such() {
+        let lost = migration("accepted");
+        let Truth::InProgress(text) = truth(
+            "compute-01",
+            &server("active", Some("rebuilding"), "compute-01"),
+            Some(&lost),
+        ) else {
+            panic!("a rebuilding instance is in progress");
+        };
+        assert!(text.contains("7 accepted and never scheduled"), "{text}");
+        let scheduled = Migration {
+            dest_compute: Some("compute-02".into()),
+            ..migration("accepted")
+        };
+        assert!(!describe(&scheduled).contains("never scheduled"));
     }
 
     #[test]
