@@ -169,6 +169,10 @@ enum Command {
         /// Of which are stopped.
         #[arg(long, default_value_t = 1)]
         stopped: usize,
+        /// Also run OpenStack Masakari on the same failure (`also`), or it
+        /// instead of instance-ha (`only`); Nova's ideal always runs.
+        #[arg(long, value_enum, default_value = "off")]
+        masakari: WithMasakari,
     },
     /// Runs OpenStack Masakari (API, engine, a private RabbitMQ node)
     /// against a cloud until Ctrl-C: to point it at a real Keystone and
@@ -399,14 +403,33 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             instances,
             bfv,
             stopped,
+            masakari,
         } => {
+            let temp = tempfile::Builder::new()
+                .prefix("instanceha-bench-real-")
+                .tempdir()
+                .context("creating the run directory")?;
+            let dir = common
+                .work_dir
+                .clone()
+                .unwrap_or_else(|| temp.path().to_owned())
+                .join("masakari");
             let report = real::run(&real::RealSettings {
                 runs: *runs,
                 instances: *instances,
                 bfv: *bfv,
                 stopped: *stopped,
+                ours: masakari.ours(),
+                masakari: masakari.theirs().then(|| (common.masakari(None), dir)),
             })
-            .await?;
+            .await;
+            if common.keep {
+                eprintln!(
+                    "instanceha-bench: run directory kept: {}",
+                    temp.keep().display()
+                );
+            }
+            let report = report?;
             println!("{}", real::table(&report));
             if let Some(path) = &common.json {
                 std::fs::write(path, serde_json::to_string_pretty(&report)?)

@@ -220,6 +220,35 @@ impl MasakariRest {
             .ok_or_else(|| anyhow!("a host without uuid: {answer}"))
     }
 
+    /// Takes a host out of maintenance: Masakari puts a host in
+    /// maintenance when it starts recovering it, and refuses (409) the
+    /// next report about it until an operator takes it out.
+    pub async fn end_maintenance(&self, segment: &str, host: &str) -> anyhow::Result<()> {
+        let body = json!({"host": {"on_maintenance": false}});
+        self.expect(
+            Method::PUT,
+            &format!("/v1/segments/{segment}/hosts/{host}"),
+            None,
+            Some(&body),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// One notification.
+    pub async fn notification(&self, uuid: &str) -> anyhow::Result<Notification> {
+        let answer = self
+            .expect(
+                Method::GET,
+                &format!("/v1/notifications/{uuid}"),
+                None,
+                None,
+            )
+            .await?;
+        serde_json::from_value(answer["notification"].clone())
+            .with_context(|| format!("reading notification {uuid}"))
+    }
+
     /// `POST /v1/notifications`, whatever it answers.
     pub async fn create_notification(
         &self,
