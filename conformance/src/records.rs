@@ -372,6 +372,7 @@ impl Records {
                 enabled: s["status"] == "enabled",
                 up: s["state"] == "up",
                 forced_down: s["forced_down"].as_bool().unwrap_or(false),
+                updated_at: s["updated_at"].as_str().map(str::to_owned),
             })
             .collect()
     }
@@ -575,6 +576,9 @@ pub struct ComputeService {
     pub enabled: bool,
     pub up: bool,
     pub forced_down: bool,
+    /// When the service last changed: every heartbeat of its process,
+    /// every update.
+    pub updated_at: Option<String>,
 }
 
 async fn token(http: &reqwest::Client, auth_url: &str, body: &Value) -> (String, Value) {

@@ -352,7 +352,26 @@ async fn on_real(failure: Failure, test: &str) -> Option<(Recording, Vec<String>
             assert_finished(&n);
             let service = records.compute_service(&host).await;
             assert!(!service.enabled, "{service:?}");
+            // The monitor reports STARTED once nova-compute runs again:
+            // once it heartbeats (as the simulator's side waits for its
+            // host to boot), so that Nova's answer to enabling it does not
+            // wait on a compute still starting.
+            let before = records.compute_service(&host).await.updated_at;
             stack.start(&format!("nova-{host}")).await;
+            eventually(
+                &format!("nova-compute on {host} heartbeats"),
+                Duration::from_secs(60),
+                Duration::from_millis(500),
+                || async {
+                    let s = records.compute_service(&host).await;
+                    if s.updated_at != before {
+                        Ok(())
+                    } else {
+                        Err(format!("{s:?}"))
+                    }
+                },
+            )
+            .await;
             let n = system
                 .report(
                     pb::NotificationType::Process,
