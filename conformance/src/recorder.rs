@@ -247,3 +247,65 @@ async fn forward(State(up): State<Arc<Upstream>>, request: Request) -> Response<
     };
     response.body(body).unwrap()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::routing::get;
+
+    use super::*;
+
+    /// An upstream answering `/slow` after two seconds and `/fast` at once.
+    async fn upstream() -> String {
+        let app = Router::new()
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    "{}"
+                }),
+            )
+            .route("/fast", get(|| async { "{\"a\": 1}" }));
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        origin
+    }
+
+    #[tokio::test]
+    async fn a_call_given_up_on_is_kept_unanswered_and_one_in_flight_not_yet() {
+        let origin = upstream().await;
+        let recorder = Recorder::start(&[("up", &origin)]).await;
+        let client = reqwest::Client::new();
+        let url = |path: &str| recorder.url(&format!("{origin}{path}"));
+
+        let gave_up = client
+            .get(url("/slow"))
+            .timeout(Duration::from_millis(200))
+            .send()
+            .await;
+        assert!(gave_up.is_err(), "the caller gave up");
+        let fast = client.get(url("/fast")).send().await.unwrap();
+        assert_eq!(fast.status(), 200);
+        // The proxy notices the closed connection.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let in_flight = tokio::spawn(client.get(url("/slow")).send());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let seen: Vec<(String, Option<u16>)> = recorder
+            .exchanges()
+            .iter()
+            .map(|e| (e.path.clone(), e.status))
+            .collect();
+        assert_eq!(
+            seen,
+            [("/slow".to_owned(), None), ("/fast".to_owned(), Some(200))],
+            "in the order they came, the one in flight not yet"
+        );
+        assert_eq!(in_flight.await.unwrap().unwrap().status(), 200);
+        assert_eq!(recorder.exchanges()[2].status, Some(200));
+    }
+}
