@@ -29,7 +29,8 @@ pub struct Exchange {
     /// The request's `OpenStack-API-Version`, if any.
     pub microversion: Option<String>,
     pub request: Option<Value>,
-    /// `None` when the upstream did not answer.
+    /// `None` when the caller had no answer: the upstream did not answer,
+    /// or the caller gave up waiting first (its timeout).
     pub status: Option<u16>,
     /// The answer, when it is JSON.
     pub response: Option<Value>,
@@ -37,9 +38,13 @@ pub struct Exchange {
     pub response_headers: Vec<String>,
 }
 
+/// Every call so far in the order they came, each with whether it is
+/// over (answered, or given up by its caller).
+type Log = Arc<Mutex<Vec<(Exchange, bool)>>>;
+
 /// A proxy in front of each of a cloud's upstreams.
 pub struct Recorder {
-    exchanges: Arc<Mutex<Vec<Exchange>>>,
+    exchanges: Log,
     /// (upstream origin, proxy origin).
     origins: Vec<(String, String)>,
     tasks: Vec<JoinHandle<()>>,
@@ -49,7 +54,7 @@ struct Upstream {
     label: String,
     origin: String,
     http: reqwest::Client,
-    exchanges: Arc<Mutex<Vec<Exchange>>>,
+    exchanges: Log,
     /// Every (upstream origin, proxy origin) of the recorder, filled once
     /// all proxies listen.
     origins: Arc<Mutex<Vec<(String, String)>>>,
@@ -111,9 +116,16 @@ impl Recorder {
         rewrite(url, &self.origins)
     }
 
-    /// Every call so far, in the order they were answered.
+    /// Every call over so far, in the order they came; a call its caller
+    /// gave up on before the answer (its timeout), with no status.
     pub fn exchanges(&self) -> Vec<Exchange> {
-        self.exchanges.lock().unwrap().clone()
+        self.exchanges
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, over)| *over)
+            .map(|(e, _)| e.clone())
+            .collect()
     }
 }
 
@@ -129,6 +141,38 @@ fn rewrite(text: &str, origins: &[(String, String)]) -> String {
     origins
         .iter()
         .fold(text.to_owned(), |t, (from, to)| t.replace(from, to))
+}
+
+/// One call in the log, from its arrival: when its handler is dropped
+/// before the answer (the caller gave up and closed the connection), the
+/// call is over without an answer.
+struct Entry {
+    log: Log,
+    index: usize,
+}
+
+impl Entry {
+    fn open(log: &Log, exchange: Exchange) -> Entry {
+        let mut list = log.lock().unwrap();
+        list.push((exchange, false));
+        Entry {
+            log: log.clone(),
+            index: list.len() - 1,
+        }
+    }
+
+    /// The call answered (or not, `status` none).
+    fn close(self, exchange: Exchange) {
+        self.log.lock().unwrap()[self.index] = (exchange, true);
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if let Ok(mut list) = self.log.lock() {
+            list[self.index].1 = true;
+        }
+    }
 }
 
 async fn forward(State(up): State<Arc<Upstream>>, request: Request) -> Response<Body> {
@@ -163,10 +207,11 @@ async fn forward(State(up): State<Arc<Upstream>>, request: Request) -> Response<
         response: None,
         response_headers: Vec::new(),
     };
+    let entry = Entry::open(&up.exchanges, exchange.clone());
     let answer = match outgoing.body(body).send().await {
         Ok(answer) => answer,
         Err(e) => {
-            up.exchanges.lock().unwrap().push(exchange);
+            entry.close(exchange);
             return Response::builder()
                 .status(StatusCode::BAD_GATEWAY)
                 .body(Body::from(format!("recorder: {e}")))
@@ -181,7 +226,7 @@ async fn forward(State(up): State<Arc<Upstream>>, request: Request) -> Response<
     exchange.status = Some(status.as_u16());
     exchange.response_headers = headers.keys().map(|k| k.as_str().to_owned()).collect();
     exchange.response = serde_json::from_str(&text).ok();
-    up.exchanges.lock().unwrap().push(exchange);
+    entry.close(exchange);
     let mut response = Response::builder().status(status);
     for (name, value) in &headers {
         if DROPPED.contains(&name.as_str()) {
@@ -201,4 +246,66 @@ async fn forward(State(up): State<Arc<Upstream>>, request: Request) -> Response<
         Body::from(bytes)
     };
     response.body(body).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::routing::get;
+
+    use super::*;
+
+    /// An upstream answering `/slow` after two seconds and `/fast` at once.
+    async fn upstream() -> String {
+        let app = Router::new()
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    "{}"
+                }),
+            )
+            .route("/fast", get(|| async { "{\"a\": 1}" }));
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        origin
+    }
+
+    #[tokio::test]
+    async fn a_call_given_up_on_is_kept_unanswered_and_one_in_flight_not_yet() {
+        let origin = upstream().await;
+        let recorder = Recorder::start(&[("up", &origin)]).await;
+        let client = reqwest::Client::new();
+        let url = |path: &str| recorder.url(&format!("{origin}{path}"));
+
+        let gave_up = client
+            .get(url("/slow"))
+            .timeout(Duration::from_millis(200))
+            .send()
+            .await;
+        assert!(gave_up.is_err(), "the caller gave up");
+        let fast = client.get(url("/fast")).send().await.unwrap();
+        assert_eq!(fast.status(), 200);
+        // The proxy notices the closed connection.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let in_flight = tokio::spawn(client.get(url("/slow")).send());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let seen: Vec<(String, Option<u16>)> = recorder
+            .exchanges()
+            .iter()
+            .map(|e| (e.path.clone(), e.status))
+            .collect();
+        assert_eq!(
+            seen,
+            [("/slow".to_owned(), None), ("/fast".to_owned(), Some(200))],
+            "in the order they came, the one in flight not yet"
+        );
+        assert_eq!(in_flight.await.unwrap().unwrap().status(), 200);
+        assert_eq!(recorder.exchanges()[2].status, Some(200));
+    }
 }

@@ -17,7 +17,8 @@ pub const COMPUTE: &str = "compute 2.94";
 const VOLUME: &str = "volume 3.44";
 const PLACEMENT: &str = "placement 1.28";
 
-/// An admin session on the real cloud.
+/// An admin session on the real cloud (or, for what it shares with it,
+/// on the simulator: Nova and Cinder).
 #[derive(Clone)]
 pub struct Records {
     http: reqwest::Client,
@@ -27,7 +28,8 @@ pub struct Records {
     pub project_id: String,
     compute: String,
     volume: String,
-    placement: String,
+    /// Placement's endpoint, when the catalog has one.
+    placement: Option<String>,
 }
 
 /// A server as Nova shows it.
@@ -60,6 +62,32 @@ impl Server {
 impl Records {
     /// Logs in as the stack's admin.
     pub async fn login(stack: &Stack) -> Records {
+        let records = Self::login_at(
+            stack.var("OS_AUTH_URL"),
+            (stack.var("OS_USERNAME"), stack.var("OS_PASSWORD")),
+            stack.var("OS_USER_DOMAIN_NAME"),
+            (
+                stack.var("OS_PROJECT_NAME"),
+                stack.var("OS_PROJECT_DOMAIN_NAME"),
+            ),
+        )
+        .await;
+        assert!(
+            records.placement.is_some(),
+            "no public placement endpoint in the catalog"
+        );
+        records
+    }
+
+    /// Logs in at any Keystone (the stack's, or the simulator's, which
+    /// has no Placement) as `(user, password)` of `user_domain`, scoped to
+    /// `(project, project_domain)`.
+    pub async fn login_at(
+        auth_url: &str,
+        (user, password): (&str, &str),
+        user_domain: &str,
+        (project, project_domain): (&str, &str),
+    ) -> Records {
         // The workspace's one crypto library, as the services install it.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -68,13 +96,11 @@ impl Records {
             .expect("an http client");
         let body = json!({"auth": {
             "identity": {"methods": ["password"], "password": {"user": {
-                "name": stack.var("OS_USERNAME"), "password": stack.var("OS_PASSWORD"),
-                "domain": {"name": stack.var("OS_USER_DOMAIN_NAME")}}}},
-            "scope": {"project": {"name": stack.var("OS_PROJECT_NAME"),
-                "domain": {"name": stack.var("OS_PROJECT_DOMAIN_NAME")}}}}});
-        let auth_url = stack.var("OS_AUTH_URL").trim_end_matches('/').to_owned();
+                "name": user, "password": password, "domain": {"name": user_domain}}}},
+            "scope": {"project": {"name": project, "domain": {"name": project_domain}}}}});
+        let auth_url = auth_url.trim_end_matches('/').to_owned();
         let (token, reply) = token(&http, &auth_url, &body).await;
-        let endpoint = |kind: &str| -> String {
+        let endpoint = |kind: &str| -> Option<String> {
             reply["token"]["catalog"]
                 .as_array()
                 .into_iter()
@@ -83,12 +109,14 @@ impl Records {
                 .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
                 .find(|e| e["interface"] == "public")
                 .and_then(|e| e["url"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| panic!("no public {kind} endpoint in the catalog"))
+        };
+        let needed = |kind: &str| {
+            endpoint(kind).unwrap_or_else(|| panic!("no public {kind} endpoint in the catalog"))
         };
         Records {
             project_id: reply["token"]["project"]["id"].as_str().unwrap().to_owned(),
-            compute: endpoint("compute"),
-            volume: endpoint("volumev3"),
+            compute: needed("compute"),
+            volume: needed("volumev3"),
             placement: endpoint("placement"),
             http,
             auth_url,
@@ -168,7 +196,11 @@ impl Records {
     }
 
     pub async fn placement(&self, path: &str) -> Result<Value, String> {
-        let url = format!("{}{path}", self.placement);
+        let base = self
+            .placement
+            .as_deref()
+            .ok_or_else(|| "no placement endpoint".to_owned())?;
+        let url = format!("{base}{path}");
         self.call(Method::GET, &url, Some(PLACEMENT), None).await
     }
 
@@ -340,6 +372,7 @@ impl Records {
                 enabled: s["status"] == "enabled",
                 up: s["state"] == "up",
                 forced_down: s["forced_down"].as_bool().unwrap_or(false),
+                updated_at: s["updated_at"].as_str().map(str::to_owned),
             })
             .collect()
     }
@@ -543,6 +576,9 @@ pub struct ComputeService {
     pub enabled: bool,
     pub up: bool,
     pub forced_down: bool,
+    /// When the service last changed: every heartbeat of its process,
+    /// every update.
+    pub updated_at: Option<String>,
 }
 
 async fn token(http: &reqwest::Client, auth_url: &str, body: &Value) -> (String, Value) {

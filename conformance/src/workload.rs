@@ -1,4 +1,5 @@
-//! The HA instances a scenario boots on the host that will fail, and the
+//! The HA instances a scenario boots on the host that will fail, the
+//! volume attachments that would block their evacuation, and the
 //! invariants of their recovery as Nova, Cinder and Placement record it.
 
 use std::collections::BTreeSet;
@@ -7,6 +8,8 @@ use std::time::Duration;
 use crate::records::Records;
 use crate::stack::{Stack, eventually};
 use instanceha_proto::v1 as pb;
+use reqwest::Method;
+use serde_json::json;
 use tokio::task::JoinSet;
 
 /// One booted instance.
@@ -173,4 +176,136 @@ pub async fn restore(records: &Records, stack: &Stack, host: &str, instances: &[
         )
         .await;
     }
+}
+
+/// An attachment that holds an evacuation's rebuild until it is cleared:
+/// what a host's (or Nova's) crash leaves behind on Cinder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocking {
+    /// Attached on the instance's host, but not the attachment Nova's
+    /// block-device mapping uses: the backend still holds the dead host's
+    /// session. The engine deletes it (`DELETE /attachments/{id}`).
+    Stale,
+    /// The instance's attachment on its host left `attaching` (its
+    /// `os-complete` never came). The engine force-detaches it
+    /// (`os-force_detach`, as a service).
+    Attaching,
+}
+
+/// Leaves a `blocking` attachment of `instance` on `host` on `volume`
+/// (which that instance boots from), through Cinder's attachments API as
+/// Nova makes its own (3.27 create with a connector, 3.44 `os-complete`):
+/// the same calls on the real Cinder and on the simulator, so that both
+/// hold the same state. Returns the attachment's id.
+pub async fn block(
+    records: &Records,
+    volume: &str,
+    instance: &str,
+    host: &str,
+    blocking: Blocking,
+) -> String {
+    let connector = json!({
+        "host": host, "ip": "127.0.0.1", "initiator": format!("iqn.1994-05.com.redhat:{host}"),
+        "platform": "x86_64", "os_type": "linux", "multipath": false,
+    });
+    let created = records
+        .cinder(
+            Method::POST,
+            "/attachments",
+            Some(json!({"attachment": {
+                "volume_uuid": volume, "instance_uuid": instance, "connector": connector}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("attach {volume} to {instance} on {host}: {e}"));
+    let id = created["attachment"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no attachment id: {created}"))
+        .to_owned();
+    if blocking == Blocking::Stale {
+        records
+            .cinder(
+                Method::POST,
+                &format!("/attachments/{id}/action"),
+                Some(json!({"os-complete": null})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("complete attachment {id}: {e}"));
+    }
+    let wanted = match blocking {
+        Blocking::Stale => "attached",
+        Blocking::Attaching => "attaching",
+    };
+    eventually(
+        &format!("attachment {id} of {volume} {wanted}"),
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        || async {
+            let all = records.attachments(volume).await;
+            match all.iter().find(|a| a["id"] == id.as_str()) {
+                Some(a) if a["status"] == wanted => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    id
+}
+
+/// An instance failure's recovery as Nova and the API record it: the
+/// notification finished, the instance's one vmove succeeded, and the
+/// instance active on `host`, unlocked, stopped and started by Nova.
+pub async fn assert_restarted(
+    records: &Records,
+    host: &str,
+    id: &str,
+    notification: &pb::Notification,
+    vmoves: &[pb::Vmove],
+) {
+    assert_eq!(
+        pb::NotificationStatus::try_from(notification.status),
+        Ok(pb::NotificationStatus::Finished),
+        "{}",
+        notification.message
+    );
+    assert_eq!(vmoves.len(), 1);
+    assert_eq!(vmoves[0].status, pb::VmoveStatus::Succeeded as i32);
+    let s = records.server(id).await.unwrap();
+    assert_eq!(
+        (s.status.as_str(), s.host.as_str(), s.locked),
+        ("ACTIVE", host, false),
+        "{s:?}"
+    );
+    // Nova's own record of what was done to it: stopped, then started.
+    let actions = records
+        .nova(
+            Method::GET,
+            &format!("/servers/{id}/os-instance-actions"),
+            None,
+        )
+        .await
+        .unwrap();
+    let mut names: Vec<&str> = actions["instanceActions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["action"].as_str())
+        .collect();
+    names.reverse();
+    assert_eq!(names, ["create", "stop", "start"], "{actions}");
+}
+
+/// What masakari-monitors' instance monitor reports when the guest of
+/// `instance` stops on its own.
+pub fn instance_failed(instance: &str) -> [(&str, &str); 3] {
+    [
+        ("instance_uuid", instance),
+        ("event", "LIFECYCLE"),
+        ("vir_domain_event", "STOPPED_FAILED"),
+    ]
+}
+
+/// What its process monitor reports of nova-compute (`STOPPED`,
+/// `STARTED`).
+pub fn compute_process(event: &str) -> [(&str, &str); 2] {
+    [("process_name", "nova-compute"), ("event", event)]
 }

@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 use instanceha_conformance::stack::eventually;
 use instanceha_conformance::system::System;
 use instanceha_proto::v1 as pb;
-use reqwest::Method;
 
 use crate::clean_stack;
-use instanceha_conformance::workload::{assert_recovered, boot, restore};
+use instanceha_conformance::workload::{
+    assert_recovered, assert_restarted, boot, compute_process, instance_failed, restore,
+};
 
 /// A host failure takes Nova seconds; ten times the ideal is generous.
 pub const PATIENCE: Duration = Duration::from_secs(300);
@@ -56,48 +57,10 @@ async fn a_failed_instance_is_stopped_and_started() {
 
     let id = instances[0].id.as_str();
     let n = system
-        .report(
-            pb::NotificationType::Vm,
-            host,
-            &[
-                ("instance_uuid", id),
-                ("event", "LIFECYCLE"),
-                ("vir_domain_event", "STOPPED_FAILED"),
-            ],
-        )
+        .report(pb::NotificationType::Vm, host, &instance_failed(id))
         .await;
     let (n, vmoves) = system.terminal(&n.id, PATIENCE).await;
-    assert_eq!(
-        pb::NotificationStatus::try_from(n.status),
-        Ok(pb::NotificationStatus::Finished),
-        "{}",
-        n.message
-    );
-    assert_eq!(vmoves.len(), 1);
-    assert_eq!(vmoves[0].status, pb::VmoveStatus::Succeeded as i32);
-    let s = records.server(id).await.unwrap();
-    assert_eq!(
-        (s.status.as_str(), s.host.as_str(), s.locked),
-        ("ACTIVE", host, false),
-        "{s:?}"
-    );
-    // Nova's own record of what was done to it: stopped, then started.
-    let actions = records
-        .nova(
-            Method::GET,
-            &format!("/servers/{id}/os-instance-actions"),
-            None,
-        )
-        .await
-        .unwrap();
-    let mut names: Vec<&str> = actions["instanceActions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|a| a["action"].as_str())
-        .collect();
-    names.reverse();
-    assert_eq!(names, ["create", "stop", "start"], "{actions}");
+    assert_restarted(&records, host, id, &n, &vmoves).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,13 +76,16 @@ async fn a_stopped_compute_process_is_disabled_and_enabled_when_it_starts() {
     // enable it again (process_failure.enable_on_started).
     let mut system = System::start(&stack, |s| s.process_failure.enable_on_started = true).await;
     system.segment(&computes).await;
-    let process = |event: &'static str| [("process_name", "nova-compute"), ("event", event)];
 
     // Nova still believes the killed compute up for up to a minute.
     stack.kill(&format!("nova-{host}")).await;
     let started = Instant::now();
     let n = system
-        .report(pb::NotificationType::Process, host, &process("STOPPED"))
+        .report(
+            pb::NotificationType::Process,
+            host,
+            &compute_process("STOPPED"),
+        )
         .await;
     let (n, _) = system.terminal(&n.id, PATIENCE).await;
     eprintln!(
@@ -138,7 +104,11 @@ async fn a_stopped_compute_process_is_disabled_and_enabled_when_it_starts() {
 
     stack.start(&format!("nova-{host}")).await;
     let n = system
-        .report(pb::NotificationType::Process, host, &process("STARTED"))
+        .report(
+            pb::NotificationType::Process,
+            host,
+            &compute_process("STARTED"),
+        )
         .await;
     let (n, _) = system.terminal(&n.id, PATIENCE).await;
     assert_eq!(

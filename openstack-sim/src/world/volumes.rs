@@ -25,6 +25,16 @@ pub const RESET_STATUSES: &[&str] = &[
     "reserved",
 ];
 
+/// The device Cinder records for an attachment given `connector`: its
+/// `mountpoint` (Nova sends one), else `na`.
+fn mountpoint(connector: &serde_json::Value) -> String {
+    connector
+        .get("mountpoint")
+        .and_then(|m| m.as_str())
+        .unwrap_or("na")
+        .to_owned()
+}
+
 /// What `POST /attachments` asked for.
 #[derive(Debug, Clone)]
 pub struct NewAttachment {
@@ -62,6 +72,15 @@ impl World {
         let volume = self.volumes.get_mut(volume_id).expect("known volume");
         volume.status = volume.status_from_attachments().to_string();
         volume.updated_at = wall;
+    }
+
+    /// What Cinder's `volume_attached(mark_attached=False)` writes when an
+    /// attachment gets a connector: the volume `attaching`, whatever its
+    /// other attachments (an attached one included), until the attachment
+    /// completes or goes.
+    fn mark_attaching(&mut self, volume_id: &str) {
+        let volume = self.volumes.get_mut(volume_id).expect("known volume");
+        volume.status = "attaching".into();
     }
 
     fn remove_attachment(&mut self, volume_id: &str, attachment_id: &str, wall: DateTime<Utc>) {
@@ -149,7 +168,7 @@ impl World {
                 AttachStatus::Reserved
             },
             mode: req.mode.clone(),
-            device: None,
+            device: req.connector.as_ref().map(mountpoint),
             connection_info: req
                 .connector
                 .as_ref()
@@ -166,6 +185,9 @@ impl World {
             .push(attachment.clone());
         self.attachment_volume.insert(id, req.volume_id.clone());
         self.recompute_status(&req.volume_id, wall);
+        if attachment.connector.is_some() {
+            self.mark_attaching(&req.volume_id);
+        }
         self.recheck_stalls(t);
         Ok(attachment)
     }
@@ -196,11 +218,13 @@ impl World {
             .find(|a| a.id == attachment_id)
             .expect("found above");
         a.host_name = host;
+        a.device = Some(mountpoint(&connector));
         a.connection_info = Some(connection_info(&volume_id));
         a.connector = Some(connector);
         a.attach_status = AttachStatus::Attaching;
         let updated = a.clone();
         self.recompute_status(&volume_id, wall);
+        self.mark_attaching(&volume_id);
         self.recheck_stalls(t);
         Ok(updated)
     }

@@ -426,6 +426,110 @@ async fn reset_status_rules_and_quirks() {
     assert_eq!(denied.status, 403);
 }
 
+/// An attachment given a connector leaves its volume `attaching`, an
+/// attached attachment beside it notwithstanding (Cinder's
+/// `volume_attached(mark_attached=False)`), so that no other attachment can
+/// be reserved until it completes or goes; its device is the connector's
+/// mountpoint, `na` without one. Seen on Cinder 29 by the conformance test
+/// of the engine's clearing of blocking attachments.
+#[tokio::test]
+async fn an_attachment_given_a_connector_leaves_the_volume_attaching() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let app = h.sim.snapshot().instance_by_name("app-1").unwrap().clone();
+    let volume = app.bdms[0].volume_id.clone();
+    let attach = || async {
+        h.cinder(
+            &admin,
+            "3.44",
+            Method::POST,
+            "/attachments",
+            Some(
+                json!({"attachment": {"instance_uuid": app.id, "volume_uuid": volume,
+                "connector": {"host": "compute-01", "initiator": "iqn.x"}}}),
+            ),
+        )
+        .await
+    };
+    let status = || async {
+        h.cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/volumes/{volume}"),
+            None,
+        )
+        .await
+        .body["volume"]["status"]
+            .clone()
+    };
+    assert_eq!(status().await, "in-use");
+    let created = attach().await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    assert_eq!(created.body["attachment"]["status"], "attaching");
+    let stuck = created.body["attachment"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(status().await, "attaching");
+    let refused = attach().await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+
+    // It goes: the attached one decides again.
+    let nova = h.token("nova", "secret", "service").await;
+    let detached = h
+        .cinder_with(
+            &admin,
+            "3.44",
+            Method::POST,
+            &format!("/volumes/{volume}/action"),
+            Some(json!({"os-force_detach": {"attachment_id": stuck, "connector": {"host": "compute-01"}}})),
+            &[("X-Service-Token", &nova)],
+        )
+        .await;
+    assert_eq!(detached.status, 202, "{}", detached.text);
+    assert_eq!(status().await, "in-use");
+
+    // One completed without a mountpoint: attached, device `na`.
+    let created = attach().await;
+    let id = created.body["attachment"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::POST,
+            &format!("/attachments/{id}/action"),
+            Some(json!({"os-complete": null})),
+        )
+        .await;
+    assert_eq!(done.status, 204, "{}", done.text);
+    let v = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/volumes/{volume}"),
+            None,
+        )
+        .await;
+    assert_eq!(v.body["volume"]["status"], "in-use");
+    let listed = v.body["volume"]["attachments"].as_array().unwrap();
+    let ours = listed
+        .iter()
+        .find(|a| a["attachment_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(ours["device"], "na");
+    assert!(
+        listed
+            .iter()
+            .any(|a| a["attachment_id"] != id.as_str() && a["device"] == "/dev/vda"),
+        "{listed:?}"
+    );
+}
+
 /// Every volume, listed or shown, links to itself and to its bookmark,
 /// which has no version (`<root>/<project_id>/volumes/<id>`), as Cinder's.
 #[tokio::test]
