@@ -574,23 +574,50 @@ fn dump(failure: Failure, real: &Recording, sim: &Recording) {
     }
 }
 
-/// Every difference, one line each; and apart, those of nullability alone
-/// (one side showed null where the other never did), which depend on when
-/// the engine's polls fell (an evacuation still `accepted`, with no
-/// destination and never updated, is seen or not).
+/// Every difference, one line each; and apart, those that depend on when
+/// the engine's polls fell: nullability alone (one side showed null where
+/// the other never did: an evacuation still `accepted`, with no
+/// destination and never updated, is seen or not), and a read without an
+/// answer on one side only (a poll dropped or timed out).
 fn differences(real: &Reduced, sim: &Reduced) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::new();
     let mut timing = Vec::new();
-    let sets = |what: &str, r: &BTreeSet<_>, s: &BTreeSet<_>, out: &mut Vec<String>| {
-        for call in r.difference(s) {
-            out.push(format!("{what}: only real: {call}"));
-        }
-        for call in s.difference(r) {
-            out.push(format!("{what}: only sim: {call}"));
+    // A read its caller gave up on (a poll the engine dropped once it had
+    // what it needed, or timed out) depends on when it fell.
+    let sets = |what: &str,
+                r: &BTreeSet<Call>,
+                s: &BTreeSet<Call>,
+                out: &mut Vec<String>,
+                timing: &mut Vec<String>| {
+        let only = |side: &str, calls: std::collections::btree_set::Difference<'_, Call>| {
+            calls
+                .map(|call| {
+                    (
+                        call.writes() || call.status.is_some(),
+                        format!("{what}: only {side}: {call}"),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        for (counted, line) in only("real", r.difference(s))
+            .into_iter()
+            .chain(only("sim", s.difference(r)))
+        {
+            if counted {
+                out.push(line);
+            } else {
+                timing.push(line);
+            }
         }
     };
     let cloud = |r: &Reduced| r.cloud_calls.iter().cloned().collect::<BTreeSet<_>>();
-    sets("cloud calls", &cloud(real), &cloud(sim), &mut out);
+    sets(
+        "cloud calls",
+        &cloud(real),
+        &cloud(sim),
+        &mut out,
+        &mut timing,
+    );
     let cloud_writes = |r: &Reduced| instanceha_conformance::compare::writes(&r.cloud_calls);
     if cloud_writes(real) != cloud_writes(sim) {
         out.push(format!(
@@ -606,6 +633,7 @@ fn differences(real: &Reduced, sim: &Reduced) -> (Vec<String>, Vec<String>) {
             &real.instance_call_set(with_volume),
             &sim.instance_call_set(with_volume),
             &mut out,
+            &mut timing,
         );
         let (rw, sw) = (
             real.instance_writes(with_volume),
