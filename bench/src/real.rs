@@ -43,7 +43,7 @@ use chrono::{DateTime, Utc};
 use instanceha_conformance::records::Records;
 use instanceha_conformance::stack::{Stack, eventually};
 use instanceha_conformance::system::System;
-use instanceha_conformance::workload::{Instance, assert_moved, boot, restore};
+use instanceha_conformance::workload::{Instance, assert_moved, boot, moved_problems, restore};
 use instanceha_proto::v1 as pb;
 use reqwest::Method;
 use serde::Serialize;
@@ -467,8 +467,9 @@ async fn done_evacuations(
 }
 
 /// How many of `instances` are recovered off `failed` as Nova, Cinder and
-/// Placement record it, and what is wrong with the others (the checks of
-/// `assert_moved`, counted instead of asserted).
+/// Placement record it, and what is wrong with the others: the
+/// conformance tests' own judgement (`moved_problems`), counted instead of
+/// asserted, the same for every contender.
 async fn recovered(
     records: &Records,
     failed: &str,
@@ -477,52 +478,9 @@ async fn recovered(
     let mut problems = Vec::new();
     let mut count = 0;
     for i in instances {
-        let before = problems.len();
-        let s = match records.server(&i.id).await {
-            Ok(s) => s,
-            Err(e) => {
-                problems.push(format!("{}: {e}", i.name));
-                continue;
-            }
-        };
-        let wanted = if i.stopped { "SHUTOFF" } else { "ACTIVE" };
-        if s.status != wanted || s.task_state.is_some() {
-            problems.push(format!(
-                "{} is {} (task {:?}), not {wanted}",
-                i.name, s.status, s.task_state
-            ));
-        }
-        if s.host == failed {
-            problems.push(format!("{} is still on {failed}", i.name));
-        }
-        if s.locked {
-            problems.push(format!("{} is left locked ({:?})", i.name, s.locked_reason));
-        }
-        let done = records
-            .evacuations(&i.id)
-            .await
-            .into_iter()
-            .filter(|m| m["status"] == "done" || m["status"] == "completed")
-            .count();
-        if done != 1 {
-            problems.push(format!("{} has {done} evacuations done, not 1", i.name));
-        }
-        if !records.allocation_hosts(&i.id).await.contains(&s.host) {
-            problems.push(format!(
-                "{} has no allocation on its host {}",
-                i.name, s.host
-            ));
-        }
-        if let Some(volume) = &i.volume {
-            let attachments = records.attachments(volume).await;
-            let on_host = attachments.len() == 1
-                && attachments[0]["status"] == "attached"
-                && attachments[0]["instance"] == i.id.as_str();
-            if !on_host {
-                problems.push(format!("{}'s volume attachments: {attachments:?}", i.name));
-            }
-        }
-        count += usize::from(problems.len() == before);
+        let found = moved_problems(records, failed, i).await;
+        count += usize::from(found.is_empty());
+        problems.extend(found);
     }
     (count, problems)
 }
