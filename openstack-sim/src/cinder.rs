@@ -453,6 +453,8 @@ async fn volume_action(
                 field("migration_status").as_deref(),
             )
         }
+        "os-begin_detaching" => world.begin_detaching(&id),
+        "os-roll_detaching" => world.roll_detaching(&id),
         "os-terminate_connection" => {
             let host = value
                 .pointer("/connector/host")

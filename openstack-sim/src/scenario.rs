@@ -347,8 +347,9 @@ pub struct InstanceSpec {
     pub root_volume_multiattach: bool,
     /// The root volume carries a stale attachment on this host (see the README).
     pub stale_attachment: bool,
-    /// Leave the root volume's attachment in this attach_status (detaching, error_detaching,
-    /// attaching, error_attaching).
+    /// Leave the root volume's attachment in this attach_status (error_detaching, attaching,
+    /// error_attaching), or its detach in progress (detaching: the volume `detaching`, its
+    /// attachment `attached`, as `os-begin_detaching` leaves them).
     pub root_attach_status: Option<String>,
 }
 
@@ -490,8 +491,8 @@ pub struct VolumeSpec {
     /// The backend still holds a session on the attached server's host that Nova's BDM does not
     /// reference (a stale attachment). Only for a non-multiattach volume attached to one server.
     pub stale_attachment: bool,
-    /// Leave the attachment in this attach_status (detaching, error_detaching, attaching,
-    /// error_attaching).
+    /// Leave the attachment in this attach_status (error_detaching, attaching, error_attaching),
+    /// or its detach in progress (detaching: the volume `detaching`, the attachment `attached`).
     pub attach_status: Option<String>,
 }
 

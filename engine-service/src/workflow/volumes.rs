@@ -7,7 +7,8 @@
 
 use openstack_client::cinder::{Attachment, Volume};
 
-/// Attachment states that make Nova's attachment swap fail.
+/// Attachment (and volume) states that make Nova's attachment swap fail;
+/// `detaching` only a volume shows.
 const STUCK: [&str; 4] = [
     "detaching",
     "error_detaching",
@@ -78,33 +79,46 @@ pub fn judge_volume(
             }
         }
     }
-    // The instance's own attachment stuck mid-operation.
-    match records {
-        Some(records) => {
-            for record in records {
-                let ours = record.instance.as_deref() == Some(instance_id)
-                    || bdm_attachment_id == Some(record.id.as_str());
-                if ours
-                    && STUCK.contains(&record.status.as_str())
-                    && !clear.iter().any(|c| c.attachment_id() == record.id)
-                {
-                    clear.push(Clearance::Stuck {
-                        attachment_id: record.id.clone(),
-                        status: record.status.clone(),
-                    });
-                }
-            }
+    // The instance's own attachment stuck mid-operation, as its attachment
+    // records show it (attaching, error_attaching, error_detaching).
+    for record in records.unwrap_or_default() {
+        let ours = record.instance.as_deref() == Some(instance_id)
+            || bdm_attachment_id == Some(record.id.as_str());
+        if ours
+            && STUCK.contains(&record.status.as_str())
+            && !clear.iter().any(|c| c.attachment_id() == record.id)
+        {
+            clear.push(Clearance::Stuck {
+                attachment_id: record.id.clone(),
+                status: record.status.clone(),
+            });
         }
-        None => {
-            // Without the attachments API, the volume status tells.
-            if STUCK.contains(&volume.status.as_str())
-                && let Some(bdm) = bdm_attachment_id
-            {
-                clear.push(Clearance::Stuck {
-                    attachment_id: bdm.to_owned(),
-                    status: volume.status.clone(),
-                });
-            }
+    }
+    // A detach in progress shows only in the volume's status: Cinder has no
+    // `detaching` attachment, and its record stays `attached` (measured on
+    // Cinder 29, where that instance's evacuation failed with "status must
+    // be available or downloading to reserve"). Without the attachments API
+    // the volume's status is all there is. Either way the attachment to
+    // force-detach is the instance's own on the failed host.
+    let stuck_already = clear.iter().any(|c| matches!(c, Clearance::Stuck { .. }));
+    if STUCK.contains(&volume.status.as_str()) && !stuck_already {
+        let own = bdm_attachment_id.map(str::to_owned).or_else(|| {
+            volume
+                .attachments
+                .iter()
+                .find(|a| {
+                    a.server_id.as_deref() == Some(instance_id)
+                        && a.host_name.as_deref() == Some(failed_host)
+                })
+                .and_then(|a| a.attachment_id.clone())
+        });
+        if let Some(attachment_id) = own
+            && !clear.iter().any(|c| c.attachment_id() == attachment_id)
+        {
+            clear.push(Clearance::Stuck {
+                attachment_id,
+                status: volume.status.clone(),
+            });
         }
     }
     if clear.is_empty() {
@@ -190,19 +204,56 @@ mod tests {
 
     #[test]
     fn a_stuck_bdm_attachment_is_force_detached() {
-        let v = volume("detaching", false, &[]);
-        let records = [record("a1", "detaching")];
+        let v = volume("attaching", false, &[]);
+        let records = [record("a1", "attaching")];
+        let stuck = VolumeVerdict::Blocked(vec![Clearance::Stuck {
+            attachment_id: "a1".into(),
+            status: "attaching".into(),
+        }]);
+        assert_eq!(
+            judge_volume(&v, Some(&records), Some("a1"), "i1", "c1"),
+            stuck
+        );
+        // Without the attachments API the volume status is enough.
+        assert_eq!(judge_volume(&v, None, Some("a1"), "i1", "c1"), stuck);
+    }
+
+    #[test]
+    fn a_detach_in_progress_is_seen_in_the_volume_status_alone() {
+        // What Cinder 29 shows after os-begin_detaching: the volume
+        // detaching, its attachment (and record) still attached.
+        let v = volume("detaching", false, &[("a1", "c1")]);
+        let records = [record("a1", "attached")];
+        let stuck = VolumeVerdict::Blocked(vec![Clearance::Stuck {
+            attachment_id: "a1".into(),
+            status: "detaching".into(),
+        }]);
+        assert_eq!(
+            judge_volume(&v, Some(&records), Some("a1"), "i1", "c1"),
+            stuck
+        );
+        // Nova not saying which attachment is its own (before 2.89): the
+        // instance's attachment on the failed host.
+        assert_eq!(judge_volume(&v, Some(&records), None, "i1", "c1"), stuck);
+        assert_eq!(judge_volume(&v, None, None, "i1", "c1"), stuck);
+        // Another host's attachment is not the failed host's to clear.
+        let elsewhere = volume("detaching", false, &[("a1", "c9")]);
+        assert_eq!(
+            judge_volume(&elsewhere, None, None, "i1", "c1"),
+            VolumeVerdict::Healthy
+        );
+    }
+
+    #[test]
+    fn a_stuck_record_is_not_cleared_twice_for_the_volume_status() {
+        let v = volume("attaching", false, &[("a1", "c1")]);
+        let records = [record("a1", "attached"), record("a2", "attaching")];
         assert_eq!(
             judge_volume(&v, Some(&records), Some("a1"), "i1", "c1"),
             VolumeVerdict::Blocked(vec![Clearance::Stuck {
-                attachment_id: "a1".into(),
-                status: "detaching".into()
+                attachment_id: "a2".into(),
+                status: "attaching".into(),
             }])
         );
-        // Without the attachments API the volume status is enough.
-        assert!(matches!(
-            judge_volume(&v, None, Some("a1"), "i1", "c1"),
-            VolumeVerdict::Blocked(_)
-        ));
     }
 }

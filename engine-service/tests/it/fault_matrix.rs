@@ -317,8 +317,9 @@ pub struct Outcome {
 
 /// The cloud: two computes; on the one that fails an image-backed
 /// instance, a boot-from-volume one whose root volume has a stale
-/// attachment on the failed host, and one whose attachment is stuck
-/// detaching (force-detached with a service token).
+/// attachment on the failed host, and one whose volume's detach is in
+/// progress (`detaching`, its attachment `attached`: Nova's attachment
+/// force-detached with a service token).
 fn world(speed: f64) -> Scenario {
     Scenario::builder()
         .speed(speed)

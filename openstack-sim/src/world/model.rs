@@ -115,12 +115,13 @@ string_enum!(
 );
 
 string_enum!(
-    /// A Cinder attachment's `attach_status`.
+    /// A Cinder attachment's `attach_status`. Cinder has no `detaching`
+    /// attachment: a detach in progress (`os-begin_detaching`) shows only in
+    /// the volume's status.
     AttachStatus {
         Reserved => "reserved",
         Attaching => "attaching",
         Attached => "attached",
-        Detaching => "detaching",
         Detached => "detached",
         ErrorAttaching => "error_attaching",
         ErrorDetaching => "error_detaching",
@@ -336,8 +337,6 @@ impl Volume {
             "in-use"
         } else if has(AttachStatus::Attaching) {
             "attaching"
-        } else if has(AttachStatus::Detaching) {
-            "detaching"
         } else if has(AttachStatus::Reserved) {
             "reserved"
         } else {

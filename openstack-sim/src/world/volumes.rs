@@ -314,6 +314,44 @@ impl World {
         Ok(())
     }
 
+    /// `os-begin_detaching`, what Nova's legacy detach sends first: an `in-use` volume becomes
+    /// `detaching`, its attachments unchanged (Cinder has no `detaching` attachment).
+    pub fn begin_detaching(&mut self, volume_id: &str) -> Result<(), Error> {
+        let t = self.tick();
+        let wall = self.wall(t);
+        let volume = self.volume(volume_id)?;
+        let attached = volume
+            .attachments
+            .iter()
+            .any(|a| a.attach_status == AttachStatus::Attached);
+        if volume.status != "in-use" || !attached {
+            return Err(Error::BadRequest(
+                "Invalid volume: Unable to detach volume. Volume status must be 'in-use' and \
+                 attach_status must be 'attached' to detach."
+                    .into(),
+            ));
+        }
+        let volume = self.volumes.get_mut(volume_id).expect("checked");
+        volume.status = "detaching".into();
+        volume.updated_at = wall;
+        tracing::info!(volume = volume_id, "volume detaching");
+        Ok(())
+    }
+
+    /// `os-roll_detaching`: a `detaching` volume goes back to `in-use`; any other is left as it
+    /// is, without an error, as Cinder does.
+    pub fn roll_detaching(&mut self, volume_id: &str) -> Result<(), Error> {
+        let t = self.tick();
+        let wall = self.wall(t);
+        if self.volume(volume_id)?.status == "detaching" {
+            let volume = self.volumes.get_mut(volume_id).expect("checked");
+            volume.status = "in-use".into();
+            volume.updated_at = wall;
+            self.recheck_stalls(t);
+        }
+        Ok(())
+    }
+
     /// `os-reset_status`. `attach_status: detached` detaches (and so removes) every attachment.
     pub fn reset_status(
         &mut self,
@@ -396,8 +434,9 @@ impl World {
 
     /// The volume and attachment that keep an evacuation's rebuild from attaching its volumes:
     /// on a non-multiattach volume, an attachment on the source host that is not the BDM's, or
-    /// that sits in a transitional or error state. A volume an admin reset to `available` no
-    /// longer blocks.
+    /// that sits in a transitional or error state, or any on the source host of a volume whose
+    /// detach is in progress (`detaching`, which only the volume shows). A volume an admin reset
+    /// to `available` no longer blocks.
     pub(crate) fn blocking_attachment(&self, migration_id: u64) -> Option<(String, String)> {
         let evac = self.evacuations.get(&migration_id)?;
         let inst = self.instances.get(&evac.instance_id)?;
@@ -408,17 +447,20 @@ impl World {
             if volume.multiattach || volume.status == "available" {
                 continue;
             }
+            let detaching = volume.status == "detaching";
             for a in &volume.attachments {
                 let on_source = a.host_name.as_deref() == Some(evac.source.as_str());
                 let stuck = matches!(
                     a.attach_status,
-                    AttachStatus::Detaching
-                        | AttachStatus::ErrorDetaching
+                    AttachStatus::ErrorDetaching
                         | AttachStatus::Attaching
                         | AttachStatus::ErrorAttaching
                 );
                 let not_bdms = bdm.attachment_id.as_deref() != Some(a.id.as_str());
-                if on_source && a.attach_status != AttachStatus::Detached && (not_bdms || stuck) {
+                if on_source
+                    && a.attach_status != AttachStatus::Detached
+                    && (not_bdms || stuck || detaching)
+                {
                     return Some((volume.id.clone(), a.id.clone()));
                 }
             }
@@ -528,8 +570,7 @@ impl World {
                 removed.push(a.id.clone());
             } else if matches!(
                 a.attach_status,
-                AttachStatus::Detaching
-                    | AttachStatus::ErrorDetaching
+                AttachStatus::ErrorDetaching
                     | AttachStatus::Attaching
                     | AttachStatus::ErrorAttaching
             ) {

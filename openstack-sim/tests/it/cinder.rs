@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{manual_settings, start, two_hosts};
+use crate::helpers::{Harness, manual_settings, start, two_hosts};
 
 #[tokio::test]
 async fn volume_fields_and_visibility() {
@@ -617,4 +617,101 @@ async fn discovery_and_headers_follow_cinder() {
         listed.header("x-compute-request-id"),
         listed.header("x-openstack-request-id")
     );
+}
+
+#[tokio::test]
+async fn a_detach_in_progress_shows_only_in_the_volume_status() {
+    let h = start(two_hosts(manual_settings())).await;
+    let admin = h.admin().await;
+    let snapshot = h.sim.snapshot();
+    let volume = snapshot.volume_by_name("web-1-data").unwrap().id.clone();
+    let path = format!("/volumes/{volume}/action");
+    let action = |name: &str| json!({ name: null });
+    let begin = action("os-begin_detaching");
+    assert_eq!(
+        h.cinder(&admin, "3.0", Method::POST, &path, Some(begin.clone()))
+            .await
+            .status,
+        202
+    );
+    assert_eq!(volume_status(&h, &admin, &volume).await, "detaching");
+    let records = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::GET,
+            &format!("/attachments/detail?volume_id={volume}"),
+            None,
+        )
+        .await;
+    let records = records.body["attachments"].as_array().unwrap().clone();
+    assert!(!records.is_empty());
+    assert!(
+        records.iter().all(|a| a["status"] == "attached"),
+        "{records:?}"
+    );
+    // Only an in-use volume begins a detach.
+    let again = h
+        .cinder(&admin, "3.0", Method::POST, &path, Some(begin.clone()))
+        .await;
+    assert_eq!(again.status, 400);
+    assert!(
+        again.body["badRequest"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Volume status must be 'in-use'"),
+        "{}",
+        again.body
+    );
+    // Nothing attaches to it meanwhile.
+    let attach = h
+        .cinder(
+            &admin,
+            "3.44",
+            Method::POST,
+            "/attachments",
+            Some(json!({"attachment": {"volume_uuid": volume, "instance_uuid": h.id_of("web-1")}})),
+        )
+        .await;
+    assert_eq!(attach.status, 400, "{}", attach.body);
+    assert_eq!(
+        h.cinder(
+            &admin,
+            "3.0",
+            Method::POST,
+            &path,
+            Some(action("os-roll_detaching"))
+        )
+        .await
+        .status,
+        202
+    );
+    assert_eq!(volume_status(&h, &admin, &volume).await, "in-use");
+    // Rolling back a volume not detaching changes nothing.
+    assert_eq!(
+        h.cinder(
+            &admin,
+            "3.0",
+            Method::POST,
+            &path,
+            Some(action("os-roll_detaching"))
+        )
+        .await
+        .status,
+        202
+    );
+    assert_eq!(volume_status(&h, &admin, &volume).await, "in-use");
+}
+
+async fn volume_status(h: &Harness, admin: &str, volume: &str) -> serde_json::Value {
+    h.cinder(
+        admin,
+        "3.0",
+        Method::GET,
+        &format!("/volumes/{volume}"),
+        None,
+    )
+    .await
+    .body["volume"]["status"]
+        .clone()
 }
