@@ -245,19 +245,42 @@ pub enum Blocking {
     /// `os-complete` never came). The engine force-detaches it
     /// (`os-force_detach`, as a service).
     Attaching,
+    /// A detach of the volume in progress (`os-begin_detaching`, the first
+    /// call of a legacy detach, that the dead host never finished): only
+    /// the volume says `detaching`, its attachment stays `attached`. The
+    /// engine force-detaches Nova's attachment (`os-force_detach`, as a
+    /// service).
+    Detaching,
 }
 
 /// Leaves a `blocking` attachment of `instance` on `host` on `volume`
 /// (which that instance boots from), through Cinder's attachments API as
-/// Nova makes its own (3.27 create with a connector, 3.44 `os-complete`):
-/// the same calls on the real Cinder and on the simulator, so that both
-/// hold the same state. Returns the attachment's id.
+/// Nova makes its own (3.27 create with a connector, 3.44 `os-complete`),
+/// or a detach in progress through the volume's `os-begin_detaching`: the
+/// same calls on the real Cinder and on the simulator, so that both hold
+/// the same state. Returns the blocking attachment's id.
 pub async fn block(
     records: &Records,
     volume: &str,
     instance: &str,
     host: &str,
     blocking: Blocking,
+) -> String {
+    match blocking {
+        Blocking::Stale => attach(records, volume, instance, host, true).await,
+        Blocking::Attaching => attach(records, volume, instance, host, false).await,
+        Blocking::Detaching => begin_detaching(records, volume).await,
+    }
+}
+
+/// A second attachment of `instance` on `host`, completed or left
+/// `attaching`.
+async fn attach(
+    records: &Records,
+    volume: &str,
+    instance: &str,
+    host: &str,
+    complete: bool,
 ) -> String {
     let connector = json!({
         "host": host, "ip": "127.0.0.1", "initiator": format!("iqn.1994-05.com.redhat:{host}"),
@@ -276,7 +299,7 @@ pub async fn block(
         .as_str()
         .unwrap_or_else(|| panic!("no attachment id: {created}"))
         .to_owned();
-    if blocking == Blocking::Stale {
+    if complete {
         records
             .cinder(
                 Method::POST,
@@ -286,10 +309,7 @@ pub async fn block(
             .await
             .unwrap_or_else(|e| panic!("complete attachment {id}: {e}"));
     }
-    let wanted = match blocking {
-        Blocking::Stale => "attached",
-        Blocking::Attaching => "attaching",
-    };
+    let wanted = if complete { "attached" } else { "attaching" };
     eventually(
         &format!("attachment {id} of {volume} {wanted}"),
         Duration::from_secs(30),
@@ -304,6 +324,30 @@ pub async fn block(
     )
     .await;
     id
+}
+
+/// `volume` `detaching`; returns the attachment it keeps `attached`.
+async fn begin_detaching(records: &Records, volume: &str) -> String {
+    records
+        .cinder(
+            Method::POST,
+            &format!("/volumes/{volume}/action"),
+            Some(json!({"os-begin_detaching": null})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("begin detaching {volume}: {e}"));
+    let detaching = records
+        .volume_status(volume, "detaching", Duration::from_secs(30))
+        .await;
+    let attachments = records.attachments(volume).await;
+    assert!(
+        attachments.iter().all(|a| a["status"] == "attached"),
+        "a detach in progress leaves its attachments attached: {attachments:?}"
+    );
+    detaching["attachments"][0]["attachment_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no attachment on {volume}: {detaching}"))
+        .to_owned()
 }
 
 /// An instance failure's recovery as Nova and the API record it: the

@@ -138,6 +138,7 @@ impl Failure {
             Failure::HostWithBlockedVolumes => &[
                 Disk::Volume(Some(Blocking::Stale)),
                 Disk::Volume(Some(Blocking::Attaching)),
+                Disk::Volume(Some(Blocking::Detaching)),
             ],
             Failure::Instance => &[Disk::Image],
             Failure::Process => &[],
