@@ -242,13 +242,12 @@ pub enum Blocking {
     /// session. The engine deletes it (`DELETE /attachments/{id}`).
     Stale,
     /// The instance's attachment on its host left `attaching` (its
-    /// `os-complete` never came). The engine force-detaches it
-    /// (`os-force_detach`, as a service).
+    /// `os-complete` never came). The engine deletes it (as a service).
     Attaching,
     /// A detach of the volume in progress (`os-begin_detaching`, the first
     /// call of a legacy detach, that the dead host never finished): only
     /// the volume says `detaching`, its attachment stays `attached`. The
-    /// engine force-detaches Nova's attachment (`os-force_detach`, as a
+    /// engine deletes Nova's attachment (`DELETE /attachments/{id}`, as a
     /// service).
     Detaching,
 }

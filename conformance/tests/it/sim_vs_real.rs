@@ -172,7 +172,6 @@ impl Failure {
             Failure::Host => &["compute POST /v2.1/servers/{id}/action [evacuate]"],
             Failure::HostWithBlockedVolumes => &[
                 "volume DELETE /v3/{id}/attachments/{id}",
-                "volume POST /v3/{id}/volumes/{id}/action [os-force_detach]",
                 "compute POST /v2.1/servers/{id}/action [evacuate]",
             ],
             Failure::Instance => &[

@@ -897,7 +897,18 @@ impl Run {
                 self.or_cancel(openstack.force_detach(volume_id, attachment, source, false))
                     .await?
             }
-            // Nova's own attachment: Cinder wants a service caller.
+            // Nova's own attachment: Cinder wants a service caller. Deleted
+            // as Nova deletes its own, so that Cinder terminates the
+            // backend's connection with the connector it stored when the
+            // attachment was made (an iSCSI target needs its initiator,
+            // which no API shows); os-force_detach would take only the
+            // connector a caller can give, the host's name.
+            Clearance::Stuck { .. } if has_api => {
+                self.or_cancel(openstack.delete_attachment(attachment, as_service))
+                    .await?
+            }
+            // Before the attachments API (3.27) a force-detach is all there
+            // is.
             Clearance::Stuck { .. } => {
                 self.or_cancel(openstack.force_detach(volume_id, attachment, source, as_service))
                     .await?

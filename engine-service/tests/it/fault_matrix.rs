@@ -88,10 +88,11 @@ pub enum Site {
     AttachmentList,
     /// `GET /servers/{id}/os-volume_attachments`.
     BdmList,
-    /// `DELETE /attachments/{id}` (the stale attachment on the dead host).
+    /// `DELETE /attachments/{id}` of the stale attachment on the dead host.
     AttachmentDelete,
-    /// `POST /volumes/{id}/action` os-force_detach (a stuck attachment).
-    ForceDetach,
+    /// `DELETE /attachments/{id}` of Nova's attachment of a volume whose
+    /// detach is in progress (as a service).
+    StuckDelete,
     /// `POST /servers/{id}/action` evacuate.
     Evacuate,
     /// `GET /os-migrations` and the server reads while waiting.
@@ -120,7 +121,7 @@ impl Site {
         Site::AttachmentList,
         Site::BdmList,
         Site::AttachmentDelete,
-        Site::ForceDetach,
+        Site::StuckDelete,
         Site::Evacuate,
         Site::Poll,
         Site::Start,
@@ -141,7 +142,7 @@ impl Site {
             Site::AttachmentList => "attachment-list",
             Site::BdmList => "bdm-list",
             Site::AttachmentDelete => "attachment-delete",
-            Site::ForceDetach => "force-detach",
+            Site::StuckDelete => "stuck-delete",
             Site::Evacuate => "evacuate",
             Site::Poll => "poll",
             Site::Start => "start",
@@ -179,10 +180,16 @@ impl Site {
                 "GET",
                 &format!("/servers/{}/os-volume_attachments", ids.stale),
             )],
-            Site::AttachmentDelete => vec![rule(Volume, "DELETE", "/attachments/*")],
-            Site::ForceDetach => {
-                vec![rule(Volume, "POST", "/volumes/*/action").action("os-force_detach")]
-            }
+            Site::AttachmentDelete => vec![rule(
+                Volume,
+                "DELETE",
+                &format!("/attachments/{}", ids.stale_attachment),
+            )],
+            Site::StuckDelete => vec![rule(
+                Volume,
+                "DELETE",
+                &format!("/attachments/{}", ids.stuck_attachment),
+            )],
             Site::Evacuate => vec![action("evacuate")],
             Site::Poll => vec![
                 rule(Compute, "GET", "/os-migrations"),
@@ -298,6 +305,10 @@ struct Ids {
     victim: String,
     stale: String,
     stale_volume: String,
+    /// The stale volume's attachment Nova does not use.
+    stale_attachment: String,
+    /// Nova's attachment of the volume left detaching.
+    stuck_attachment: String,
 }
 
 /// What one scenario ended with.
@@ -470,12 +481,25 @@ async fn run_scenario(spec: Spec, dir: &Path) -> Outcome {
 
     let snapshot = sim.snapshot();
     let id_of = |name: &str| snapshot.instance_by_name(name).unwrap().id.clone();
+    let stale_volume = snapshot.volume_by_name("bfv-stale-root").unwrap();
+    let stale_bdm = snapshot.instance_by_name("bfv-stale").unwrap().bdms[0]
+        .attachment_id
+        .clone();
     let ids = Ids {
         victim: id_of("victim"),
         stale: id_of("bfv-stale"),
-        stale_volume: snapshot
-            .volume_by_name("bfv-stale-root")
+        stale_volume: stale_volume.id.clone(),
+        stale_attachment: stale_volume
+            .attachments
+            .iter()
+            .find(|a| Some(&a.id) != stale_bdm.as_ref())
+            .expect("a stale attachment")
+            .id
+            .clone(),
+        stuck_attachment: snapshot
+            .volume_by_name("bfv-stuck-root")
             .unwrap()
+            .attachments[0]
             .id
             .clone(),
     };
