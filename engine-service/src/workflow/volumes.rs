@@ -23,8 +23,9 @@ pub enum Clearance {
     /// does not use: the backend still holds the dead host's session. Any
     /// admin may delete it.
     Stale { attachment_id: String },
-    /// The attachment Nova uses, stuck in a transitional or error state.
-    /// Cinder lets only a service caller force-detach it.
+    /// The attachment Nova uses, stuck in a transitional or error state
+    /// (or its volume's detach in progress). Cinder lets only a service
+    /// caller delete it (or, before the attachments API, force-detach it).
     Stuck {
         attachment_id: String,
         status: String,
