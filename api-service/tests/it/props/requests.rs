@@ -893,7 +893,7 @@ fn check_requests(backend: Backend, cases: u32) {
     };
     let strategy = call(&known);
     let mut runner = runner(cases);
-    let mut result = runner.run(&strategy, &check).map_err(|e| e.to_string());
+    let mut result = runner.run(&strategy, check).map_err(|e| e.to_string());
     // Every RPC is exercised: one the random cases happened to miss (each
     // has at least 1 in 24 of the weight: missed in 192 cases about once in
     // 300 runs) is drawn until it comes, and checked alike.
