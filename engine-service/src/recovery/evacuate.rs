@@ -243,9 +243,9 @@ impl Run {
         slot: &mut Slot,
     ) -> Result<InstanceResult, Cancelled> {
         let source = self.request.hostname.clone();
-        let preparation = evacuation::prepare(server);
-        let mut was_error = server.vm_state() == "error";
         let mut follower = watch.follow(id);
+        let preparation = evacuation::prepare(server, follower.earlier_failed());
+        let mut was_error = server.vm_state() == "error";
         // Asked once more after Nova gave up on an evacuation and left the
         // instance on the failed host.
         let mut asked_again = false;

@@ -91,6 +91,7 @@ impl MigrationWatch {
             baseline,
             unused_baseline: self.baseline_read.then_some(baseline),
             earlier_in_flight: newest.is_some_and(evacuation::in_flight),
+            earlier_failed: newest.is_some_and(|m| matches!(m.status.as_str(), "error" | "failed")),
         }
     }
 }
@@ -104,6 +105,7 @@ pub struct MigrationFollower {
     /// a first evacuation request uses it.
     unused_baseline: Option<Option<i64>>,
     earlier_in_flight: bool,
+    earlier_failed: bool,
 }
 
 impl MigrationFollower {
@@ -130,6 +132,13 @@ impl MigrationFollower {
     /// host: only the migration record tells it is on its way.
     pub fn earlier_in_flight(&self) -> bool {
         self.earlier_in_flight
+    }
+
+    /// Whether the newest evacuation away from the source before this run
+    /// failed (Nova's migration `error` or `failed`): an earlier attempt of
+    /// this recovery, whose failure put the instance in error.
+    pub fn earlier_failed(&self) -> bool {
+        self.earlier_failed
     }
 
     /// Migrations older than `id` are not this run's (a retry re-baselines

@@ -28,13 +28,21 @@ pub struct Preparation {
 /// Nova's power state "running".
 const RUNNING: i64 = 1;
 
-pub fn prepare(server: &Server) -> Preparation {
+/// What to do before evacuating `server`, and the state to restore after.
+/// `earlier_failed`: the newest evacuation of it away from the failed host
+/// before this run failed (an earlier attempt of this recovery). Nova puts
+/// an instance whose evacuation fails in error, so its error then says
+/// nothing of the state it was in before the host failed: the power state
+/// the failed host last reported does (measured on real Nova, nova-conductor
+/// killed: the first evacuation failed, the API's retry succeeded, and the
+/// instance must end active, not put back in the error the failure made).
+pub fn prepare(server: &Server, earlier_failed: bool) -> Preparation {
     let vm_state = server.vm_state();
     let busy = server.task_state.is_some();
     let desired = match vm_state {
         "active" => DesiredState::Active,
         "stopped" => DesiredState::Stopped,
-        "error" => DesiredState::Error,
+        "error" if !earlier_failed => DesiredState::Error,
         // resized, paused, suspended, rescued...: keep a running guest
         // running, leave the others stopped for the operator.
         _ if server.power_state == Some(RUNNING) => DesiredState::Active,
@@ -361,30 +369,44 @@ mod tests {
     #[test]
     fn preparation_follows_the_state() {
         assert_eq!(
-            prepare(&server("active", None, "c1")),
+            prepare(&server("active", None, "c1"), false),
             Preparation {
                 reset_to_error: false,
                 desired: DesiredState::Active
             }
         );
         assert_eq!(
-            prepare(&server("stopped", None, "c1")).desired,
+            prepare(&server("stopped", None, "c1"), false).desired,
             DesiredState::Stopped
         );
-        assert!(prepare(&server("active", Some("powering-off"), "c1")).reset_to_error);
+        assert!(prepare(&server("active", Some("powering-off"), "c1"), false).reset_to_error);
         let mut paused = server("paused", None, "c1");
         paused.power_state = Some(3);
         assert_eq!(
-            prepare(&paused),
+            prepare(&paused, false),
             Preparation {
                 reset_to_error: true,
                 desired: DesiredState::Stopped
             }
         );
         assert_eq!(
-            prepare(&server("resized", None, "c1")).desired,
+            prepare(&server("resized", None, "c1"), false).desired,
             DesiredState::Active
         );
+    }
+
+    #[test]
+    fn an_error_made_by_an_earlier_failed_evacuation_is_not_restored() {
+        let errored = server("error", None, "c1");
+        // In error before the host failed: put back in error.
+        assert_eq!(prepare(&errored, false).desired, DesiredState::Error);
+        // In error because this recovery's first evacuation failed: what
+        // the failed host last reported decides.
+        assert_eq!(prepare(&errored, true).desired, DesiredState::Active);
+        let mut shut_down = errored.clone();
+        shut_down.power_state = Some(4);
+        assert_eq!(prepare(&shut_down, true).desired, DesiredState::Stopped);
+        assert!(!prepare(&errored, true).reset_to_error);
     }
 
     #[test]
