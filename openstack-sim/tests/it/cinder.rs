@@ -451,18 +451,7 @@ async fn an_attachment_given_a_connector_leaves_the_volume_attaching() {
         )
         .await
     };
-    let status = || async {
-        h.cinder(
-            &admin,
-            "3.44",
-            Method::GET,
-            &format!("/volumes/{volume}"),
-            None,
-        )
-        .await
-        .body["volume"]["status"]
-            .clone()
-    };
+    let status = || volume_status(&h, &admin, &volume);
     assert_eq!(status().await, "in-use");
     let created = attach().await;
     assert_eq!(created.status, 200, "{}", created.text);
