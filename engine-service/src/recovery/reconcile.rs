@@ -51,7 +51,8 @@ impl Run {
                     run.release_lock(&instance).await?;
                     return Ok(());
                 };
-                run.reporter.reconciled(&instance.instance_id, result);
+                run.reporter
+                    .reconciled(instance.instance_id.as_str(), result);
                 Ok(())
             });
         }
