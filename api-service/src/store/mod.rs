@@ -4,10 +4,12 @@
 //! what may change are passed in by the service layer as closures, so they
 //! stay plain Rust.
 
-mod dispatch;
 pub mod entity;
+mod events;
 mod hosts;
+mod intake;
 mod notifications;
+mod runs;
 mod segments;
 mod vmoves;
 
@@ -17,14 +19,17 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use instanceha_migrations::MigratorTrait;
 use instanceha_runtime::backoff::Backoff;
+use instanceha_runtime::clock::Clock;
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
     ConnectOptions, ConnectionTrait as _, Database, DatabaseConnection, DatabaseTransaction,
     DbBackend, DbErr, IsolationLevel, SqlErr, TransactionOptions, TransactionTrait,
 };
 
-pub use dispatch::{Applied, Due, DueWork, Resolved, RunPolicy};
-pub use notifications::{Intake, IntakeContext, Unfinished};
+pub use events::Applied;
+pub use intake::{Intake, IntakeWindows};
+pub use notifications::Unfinished;
+pub use runs::Resolved;
 
 /// Errors of the store, classified here: no database driver type leaves
 /// this module.
@@ -170,6 +175,8 @@ pub struct Store {
     db: DatabaseConnection,
     /// Connections in the pool (1 on SQLite).
     pool_size: u32,
+    /// Where "now" comes from: the system's clock, or Tokio's in tests.
+    clock: Clock,
 }
 
 impl Store {
@@ -234,7 +241,23 @@ impl Store {
         } else {
             options.max_connections.max(1)
         };
-        Ok(Self { db, pool_size })
+        Ok(Self {
+            db,
+            pool_size,
+            clock: Clock::system(),
+        })
+    }
+
+    /// The store reading the time from `clock` (tests pass Tokio's).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The current time at the precision every backend stores
+    /// (microseconds).
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now().trunc_subsecs(6)
     }
 
     /// Connections in the pool: how many statements can run at once.
@@ -360,11 +383,6 @@ async fn migrate(db: &DatabaseConnection, options: &DatabaseSettings) -> Result<
 
 /// The key of the PostgreSQL advisory lock held while migrating.
 const MIGRATION_LOCK: i64 = 0x696e_7374_6861; // "instha"
-
-/// The current time at the precision every backend stores (microseconds).
-pub fn now() -> DateTime<Utc> {
-    Utc::now().trunc_subsecs(6)
-}
 
 /// The URL without its password, for messages and logs.
 pub fn redact_url(url: &str) -> String {
