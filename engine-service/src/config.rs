@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use instanceha_runtime::connections::ConnectionSettings;
 use instanceha_runtime::environment::{self, LoadError, SettingsEnvironment};
 use instanceha_runtime::secret::Secret;
 use instanceha_runtime::shutdown::ShutdownSettings;
@@ -41,7 +42,15 @@ pub struct Settings {
     /// TLS of the Recover service; with `client_ca_file`, only clients
     /// (the API) with a certificate it signed may connect.
     pub tls: ServerTlsSettings,
+    /// The connection budget of the link and metrics ports.
+    pub connections: ConnectionSettings,
     pub shutdown: ShutdownSettings,
+    /// Where the engine keeps the link token it makes on first start when
+    /// `link.token_file` is not set (`STATE_DIR/link-token`; the API reads
+    /// the same file). Default: `$STATE_DIRECTORY`,
+    /// `$XDG_STATE_HOME/instanceha`, `~/.local/state/instanceha` or
+    /// `/var/lib/instanceha`.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -57,7 +66,9 @@ impl Default for Settings {
             log: LogSettings::default(),
             telemetry: TelemetrySettings::default(),
             tls: ServerTlsSettings::default(),
+            connections: ConnectionSettings::default(),
             shutdown: ShutdownSettings::default(),
+            state_dir: None,
         }
     }
 }
@@ -68,8 +79,14 @@ impl Default for Settings {
 pub struct LinkSettings {
     /// A file holding the token the API shares with the engine (the API's
     /// `dispatch.engine_token_file`): a call without it, as
-    /// `authorization: Bearer <token>`, is refused UNAUTHENTICATED.
+    /// `authorization: Bearer <token>`, is refused UNAUTHENTICATED. Unset
+    /// (and no mutual TLS): `link-token` in the state directory, made on
+    /// first start.
     pub token_file: Option<PathBuf>,
+    /// Accept a `Recover` from any caller, without a token or mutual TLS:
+    /// any local process could then force down, disable and evacuate a
+    /// healthy host. Only on loopback, and logged as an error at start.
+    pub insecure_unauthenticated: bool,
 }
 
 /// `[openstack]`: how to reach the cloud.
@@ -332,6 +349,9 @@ impl Settings {
             ));
         }
         self.telemetry.validate().map_err(Error::Invalid)?;
+        self.connections
+            .validate("connections")
+            .map_err(Error::Invalid)?;
         // `openstack.retry.max_attempts = 0` is the default: no count, the
         // outage tolerance alone bounds the retries of a call.
         for (key, value) in [
@@ -364,39 +384,47 @@ impl Settings {
         Ok(())
     }
 
-    /// The token a `Recover` call must present (`link.token_file`), if
-    /// any. Nobody but the API may start a recovery: on an address beyond
-    /// loopback the engine needs the token or mutual TLS
-    /// (`tls.client_ca_file`), and refuses to start without either; on
-    /// loopback it warns.
+    /// The token a `Recover` call must present, or `None` when mutual TLS
+    /// (`tls.client_ca_file`) alone guards the port, or when
+    /// `link.insecure_unauthenticated` says nothing does (on loopback
+    /// only). Nobody but the API may start a recovery, wherever the engine
+    /// listens: without `link.token_file` the token is the state
+    /// directory's, made on first start for the API to read.
     pub fn link_token(&self) -> Result<Option<Secret>, Error> {
-        let token = match &self.link.token_file {
-            Some(path) => Some(
-                Secret::read_file("link.token_file", path)
-                    .map_err(|e| Error::Invalid(e.to_string()))?,
-            ),
-            None => None,
-        };
         let mutual_tls = self.tls.enabled() && self.tls.client_ca_file.is_some();
+        if self.link.insecure_unauthenticated {
+            if self.link.token_file.is_some() || mutual_tls {
+                return Err(Error::Invalid(
+                    "link.insecure_unauthenticated: set it alone, not with link.token_file or tls.client_ca_file".to_owned(),
+                ));
+            }
+            if !self.listen.ip().is_loopback() {
+                return Err(Error::Invalid(format!(
+                    "link.insecure_unauthenticated: listen {} is reachable beyond this machine, and anyone reaching it could start a recovery: only loopback may go unauthenticated",
+                    self.listen
+                )));
+            }
+            tracing::error!(
+                listen = %self.listen,
+                "link.insecure_unauthenticated: the recover stream is unauthenticated, any local process may force down, disable and evacuate a host"
+            );
+            return Ok(None);
+        }
         if self.link_token_in_plaintext() {
             tracing::warn!(
                 listen = %self.listen,
                 "the link token crosses the network in plaintext: set tls.cert_file and tls.key_file (or terminate tls in a mesh)"
             );
         }
-        if token.is_none() && !mutual_tls {
-            if !self.listen.ip().is_loopback() {
-                return Err(Error::Invalid(format!(
-                    "listen {} is reachable beyond this machine, and anyone reaching it could start a recovery: set link.token_file (and the API's dispatch.engine_token_file), or tls.cert_file, tls.key_file and tls.client_ca_file (mutual TLS)",
-                    self.listen
-                )));
-            }
-            tracing::warn!(
-                listen = %self.listen,
-                "the recover stream is unauthenticated (no link.token_file, no tls.client_ca_file): any local process may start a recovery"
-            );
-        }
-        Ok(token)
+        let token = match &self.link.token_file {
+            Some(path) => Secret::read_file("link.token_file", path),
+            None if mutual_tls => return Ok(None),
+            None => Secret::read_or_create_file(
+                "link.token_file",
+                &instanceha_runtime::state::link_token_file(self.state_dir.as_deref()),
+            ),
+        };
+        token.map(Some).map_err(|e| Error::Invalid(e.to_string()))
     }
 
     /// Whether the link token (`link.token_file`) reaches the engine in
@@ -601,29 +629,48 @@ mod tests {
     }
 
     #[test]
-    fn the_link_is_authenticated_beyond_loopback() {
+    fn the_link_is_authenticated_wherever_it_listens() {
         let dir = tempfile::tempdir().unwrap();
-        let mut settings = Settings {
-            listen: "0.0.0.0:15870".parse().unwrap(),
-            ..Settings::default()
-        };
-        let err = settings.link_token().unwrap_err().to_string();
-        assert!(err.contains("link.token_file"), "{err}");
-        assert!(err.contains("tls.client_ca_file"), "{err}");
-        // A server certificate alone authenticates the engine, not its
-        // callers.
-        settings.tls.cert_file = Some(dir.path().join("c.pem"));
-        settings.tls.key_file = Some(dir.path().join("k.pem"));
-        assert!(settings.link_token().is_err());
-        settings.tls.client_ca_file = Some(dir.path().join("ca.pem"));
+        for listen in ["0.0.0.0:15870", "127.0.0.1:15870"] {
+            let mut settings = Settings {
+                listen: listen.parse().unwrap(),
+                state_dir: Some(dir.path().join("state")),
+                ..Settings::default()
+            };
+            // No token file: the state directory's, made once, private.
+            let made = settings.link_token().unwrap().expect("a token");
+            let path = dir.path().join("state/link-token");
+            assert_eq!(instanceha_runtime::private::mode_of(&path).unwrap(), 0o600);
+            assert_eq!(settings.link_token().unwrap(), Some(made));
+            // Mutual TLS alone guards it; a server certificate does not.
+            settings.tls.cert_file = Some(dir.path().join("c.pem"));
+            settings.tls.key_file = Some(dir.path().join("k.pem"));
+            assert!(settings.link_token().unwrap().is_some(), "{listen}");
+            settings.tls.client_ca_file = Some(dir.path().join("ca.pem"));
+            assert!(settings.link_token().unwrap().is_none(), "{listen}");
+            settings.tls = ServerTlsSettings::default();
+            // A configured file must exist.
+            settings.link.token_file = Some(dir.path().join("missing"));
+            let err = settings.link_token().unwrap_err().to_string();
+            assert!(err.contains("link.token_file"), "{err}");
+            let path = dir.path().join("token");
+            std::fs::write(&path, "s3cret\n").unwrap();
+            settings.link.token_file = Some(path);
+            assert!(settings.link_token().unwrap().unwrap().matches(b"s3cret"));
+        }
+    }
+
+    #[test]
+    fn only_loopback_may_be_unauthenticated_and_only_when_told() {
+        let mut settings = Settings::default();
+        settings.link.insecure_unauthenticated = true;
         assert!(settings.link_token().unwrap().is_none());
-        settings.tls = ServerTlsSettings::default();
-        let path = dir.path().join("token");
-        std::fs::write(&path, "s3cret\n").unwrap();
-        settings.link.token_file = Some(path);
-        assert!(settings.link_token().unwrap().unwrap().matches(b"s3cret"));
-        // Loopback stays open, for tests and the demo.
-        assert!(Settings::default().link_token().unwrap().is_none());
+        settings.listen = "0.0.0.0:15870".parse().unwrap();
+        let err = settings.link_token().unwrap_err().to_string();
+        assert!(err.contains("link.insecure_unauthenticated"), "{err}");
+        settings.listen = "127.0.0.1:15870".parse().unwrap();
+        settings.link.token_file = Some(PathBuf::from("/etc/instanceha/link/token"));
+        assert!(settings.link_token().is_err(), "contradictory settings");
     }
 
     #[test]

@@ -151,6 +151,7 @@ pub async fn start_engine(settings: EngineSettings) -> Result<Process, StartErro
                     server
                         .with_tls(tls)
                         .with_link_token(link_token)
+                        .with_connections(&settings.connections)
                         .with_token_warm_up(warm_up)
                 })
                 .map_err(|e| e.to_string())

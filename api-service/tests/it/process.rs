@@ -28,6 +28,13 @@ impl ApiProcess {
     /// `listen`), REST off (a `[rest]` section) and no authentication (an
     /// `[auth]` section).
     pub async fn start(settings: &str) -> Self {
+        Self::start_with_files(settings, None).await
+    }
+
+    /// [`start`](Self::start), with its open-file limit (soft and hard)
+    /// set to `nofile` by `prlimit` before it runs (util-linux), as a
+    /// tight limit of its host would be.
+    pub async fn start_with_files(settings: &str, nofile: Option<u64>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut top_level = settings.lines().take_while(|l| !l.starts_with('['));
         let listen = if top_level.any(|l| l.starts_with("listen")) {
@@ -47,7 +54,18 @@ impl ApiProcess {
         }
         let path = dir.path().join("api.toml");
         std::fs::write(&path, &config).unwrap();
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_instanceha-api"));
+        let binary = env!("CARGO_BIN_EXE_instanceha-api");
+        let mut command = match nofile {
+            Some(nofile) => {
+                let mut command = tokio::process::Command::new("prlimit");
+                command
+                    .arg(format!("--nofile={nofile}:{nofile}"))
+                    .arg("--")
+                    .arg(binary);
+                command
+            }
+            None => tokio::process::Command::new(binary),
+        };
         command
             .arg("--config")
             .arg(&path)
