@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
+use instanceha_runtime::connections::ConnectionSettings;
 use instanceha_runtime::environment::SettingsEnvironment;
 use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use instanceha_runtime::tls::ClientTlsSettings;
@@ -35,6 +36,8 @@ pub struct Settings {
     pub instance: InstanceSettings,
     pub log: LogSettings,
     pub telemetry: TelemetrySettings,
+    /// The connection budget of the metrics port.
+    pub connections: ConnectionSettings,
 }
 
 /// `[api]`: how to reach `instanceha-api`.
@@ -147,9 +150,10 @@ impl Default for HostSettings {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HeartbeatSettings {
-    /// The UDP address heartbeats are received on (the management
-    /// network).
-    pub listen: SocketAddr,
+    /// The UDP address heartbeats are received on: the management
+    /// network's, named (not 0.0.0.0 or ::, which would take heartbeats
+    /// from every network). Required with the heartbeat driver.
+    pub listen: Option<SocketAddr>,
     /// A second network's UDP address: a peer is heard if either network
     /// carries its heartbeats.
     pub second_listen: Option<SocketAddr>,
@@ -168,20 +172,37 @@ pub struct HeartbeatSettings {
     /// A key shared by the segment's agents (file or environment): every
     /// heartbeat carries its HMAC-SHA256, and heartbeats without a valid
     /// one are dropped. Without it, anyone who can send UDP to the
-    /// agents could vote a host failed, or keep a dead one alive.
+    /// agents could vote a host failed, or keep a dead one alive: the
+    /// agent refuses to start without it, unless `insecure_unsigned`.
     pub key: CredentialSource,
+    /// Run without a key, taking any datagram as a heartbeat (tests on
+    /// one machine only).
+    pub insecure_unsigned: bool,
+    /// Every heartbeat carries the time it was sent; one further than this
+    /// from the receiver's clock (a replay, or a clock that drifted:
+    /// agents need NTP) is dropped. At most `host.detect_after`.
+    #[serde(with = "humantime_serde")]
+    pub max_clock_skew: Duration,
+    /// Where the last heartbeat taken from each peer (incarnation and
+    /// number) is kept, so that heartbeats recorded before this agent
+    /// restarted are not taken as new. Default: `heartbeats.json` beside
+    /// the spool.
+    pub state_file: Option<PathBuf>,
 }
 
 impl Default for HeartbeatSettings {
     fn default() -> Self {
         Self {
-            listen: SocketAddr::from(([0, 0, 0, 0], 15871)),
+            listen: None,
             second_listen: None,
             interval: Duration::from_secs(1),
             segment: String::new(),
             peers: Vec::new(),
             peer_port: 15871,
             key: CredentialSource::default(),
+            insecure_unsigned: false,
+            max_clock_skew: Duration::from_secs(2),
+            state_file: None,
         }
     }
 }
@@ -407,6 +428,46 @@ fn invalid(setting: impl Into<String>, message: impl Into<String>) -> Error {
     }
 }
 
+/// The heartbeat driver's own rules: a named address, a key, a bounded
+/// clock-skew allowance.
+fn validate_heartbeat(hb: &HeartbeatSettings, detect_after: Duration) -> Result<(), Error> {
+    let listen = hb.listen.ok_or_else(|| {
+        invalid(
+            "host.heartbeat.listen",
+            "set the management network's address (HOST:PORT) heartbeats are received on",
+        )
+    })?;
+    for (setting, addr) in [
+        ("listen", Some(listen)),
+        ("second_listen", hb.second_listen),
+    ] {
+        if let Some(addr) = addr.filter(|a| a.ip().is_unspecified()) {
+            return Err(invalid(
+                format!("host.heartbeat.{setting}"),
+                format!(
+                    "{addr} takes heartbeats from every network: name the network's own address"
+                ),
+            ));
+        }
+    }
+    if hb.key.file.is_none() && hb.key.env.is_none() && !hb.insecure_unsigned {
+        return Err(invalid(
+            "host.heartbeat.key",
+            "set a key the segment's agents share (file or env): without it anyone who can send UDP to the agents could vote a host failed, or keep a dead one alive (host.heartbeat.insecure_unsigned = true runs without, for tests)",
+        ));
+    }
+    if hb.max_clock_skew.is_zero() || hb.max_clock_skew > detect_after {
+        return Err(invalid(
+            "host.heartbeat.max_clock_skew",
+            format!(
+                "must be more than 0 and at most host.detect_after ({}): a replay keeps a dead host alive that much longer",
+                humantime::format_duration(detect_after)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The environment variables of the agent's settings.
 pub fn environment() -> SettingsEnvironment {
     SettingsEnvironment::new(ENV_PREFIX, &Settings::default(), &[])
@@ -475,6 +536,7 @@ impl Settings {
                     ),
                 ));
             }
+            validate_heartbeat(hb, self.host.detect_after)?;
             if hb.peers.is_empty() && hb.segment.is_empty() {
                 return Err(invalid(
                     "host.heartbeat.peers",
@@ -555,6 +617,7 @@ mod tests {
         [host.heartbeat]
         listen = "127.0.0.1:15871"
         segment = "segment-a"
+        key = { file = "/etc/instanceha-agent/heartbeat-key" }
         [[host.heartbeat.peers]]
         name = "compute-02"
         address = "127.0.0.1:15872"
@@ -607,12 +670,54 @@ mod tests {
     }
 
     #[test]
+    fn heartbeats_need_a_key_and_a_named_address() {
+        let err = Settings::from_toml(&EXAMPLE.replace(
+            "key = { file = \"/etc/instanceha-agent/heartbeat-key\" }",
+            "",
+        ))
+        .unwrap_err();
+        assert!(err.to_string().starts_with("host.heartbeat.key"), "{err}");
+        let unsigned = EXAMPLE.replace(
+            "key = { file = \"/etc/instanceha-agent/heartbeat-key\" }",
+            "insecure_unsigned = true",
+        );
+        Settings::from_toml(&unsigned).expect("an explicit insecure setting");
+        let err =
+            Settings::from_toml(&EXAMPLE.replace("127.0.0.1:15871", "0.0.0.0:15871")).unwrap_err();
+        assert!(
+            err.to_string().starts_with("host.heartbeat.listen"),
+            "{err}"
+        );
+        let err =
+            Settings::from_toml(&EXAMPLE.replace("listen = \"127.0.0.1:15871\"", "")).unwrap_err();
+        assert!(
+            err.to_string().starts_with("host.heartbeat.listen"),
+            "{err}"
+        );
+        let err = Settings::from_toml(&format!(
+            "{}\nmax_clock_skew = \"7s\"\n",
+            EXAMPLE.split("[[host.heartbeat.peers]]").next().unwrap()
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("host.heartbeat.max_clock_skew"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_shipped_configurations_load() {
         for (name, text) in [
             ("example", include_str!("../instanceha-agent.example.toml")),
+            // The DaemonSet gives the node's address from the downward API
+            // (INSTANCEHA_AGENT_HOST__HEARTBEAT__LISTEN).
             (
                 "daemonset",
-                include_str!("../../deploy/kubernetes/agent/config/instanceha-agent.toml"),
+                &include_str!("../../deploy/kubernetes/agent/config/instanceha-agent.toml")
+                    .replace(
+                        "[host.heartbeat]\n",
+                        "[host.heartbeat]\nlisten = \"192.0.2.10:15871\"\n",
+                    ),
             ),
             (
                 "systemd",

@@ -76,6 +76,36 @@ pub fn create_new(path: &Path, content: &[u8]) -> io::Result<bool> {
     }
 }
 
+/// Writes `content` to `path` as a private file, replacing what is there
+/// at once (a temporary file beside it, renamed into place): a reader sees
+/// the old content or the new, never half of either.
+pub fn replace(path: &Path, content: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    create_dir(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(".{name}.{}.new", std::process::id()));
+    let _ = std::fs::remove_file(&temporary);
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .open(&temporary)?;
+        file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+        file.write_all(content)
+    })();
+    match written.and_then(|()| std::fs::rename(&temporary, path)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temporary);
+            Err(e)
+        }
+    }
+}
+
 /// The permission bits of `path`.
 pub fn mode_of(path: &Path) -> io::Result<u32> {
     Ok(std::fs::metadata(path)?.permissions().mode() & 0o7777)
@@ -119,5 +149,8 @@ mod tests {
             .unwrap()
             .collect();
         assert_eq!(left.len(), 1, "no temporary file left behind");
+        replace(&path, b"third").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "third");
+        assert_eq!(mode_of(&path).unwrap(), 0o600);
     }
 }
