@@ -1,7 +1,8 @@
 //! Connections as a budgeted resource, on the binary as it ships: a
 //! stranger holding 2,000 idle connections from one address, with the
 //! process's open-file limit set low, leaves the health check and an
-//! admin's call answering; its silent connections are then closed.
+//! admin's call answering; its silent connections are then closed. And
+//! the files the binary makes are private whatever its umask.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -54,7 +55,7 @@ async fn a_strangers_idle_connections_leave_health_and_admin_answering() {
     );
     let api = ApiProcess::start_with_files(
         "[rest]\nenabled = true\nlisten = \"127.0.0.1:0\"\n[connections]\nfirst_request_timeout = \"2s\"\n",
-        Some(512),
+        512,
     )
     .await;
     let rest = rest_addr(&api).await;
@@ -86,6 +87,7 @@ async fn a_strangers_idle_connections_leave_health_and_admin_answering() {
     .await
     .expect("an admin's call answers")
     .expect("and succeeds");
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let reply = tokio::time::timeout(
         within,
@@ -113,4 +115,24 @@ async fn a_strangers_idle_connections_leave_health_and_admin_answering() {
     }
     assert!(open < 100, "{open} files still open");
     drop(held);
+}
+
+/// The SQLite database and its WAL and shared-memory files, made by the
+/// binary under a umask that takes nothing away: 0600.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_files_are_private_whatever_the_umask() {
+    let api = ApiProcess::start_with_open_umask("").await;
+    let mut segments = pb::segment_service_client::SegmentServiceClient::new(api.channel().await);
+    segments
+        .list_segments(pb::ListSegmentsRequest::default())
+        .await
+        .unwrap();
+    for name in ["api.db", "api.db-wal", "api.db-shm"] {
+        let path = api.dir().join(name);
+        assert_eq!(
+            instanceha_runtime::private::mode_of(&path).unwrap(),
+            0o600,
+            "{name}"
+        );
+    }
 }
