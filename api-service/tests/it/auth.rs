@@ -606,3 +606,80 @@ async fn refused_tokens_are_remembered_and_concurrent_validations_merged() {
     );
     app.stop().await;
 }
+
+/// A policy file overrides operations one by one, on gRPC and REST alike;
+/// a bad one stops the API at start, naming the operation.
+#[tokio::test]
+async fn a_policy_file_overrides_operations_on_both_transports() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "[[token]]\nname = \"ops\"\nsha256 = \"{}\"\nroles = [\"admin\"]\n\
+             [[token]]\nname = \"hostmonitor\"\nsha256 = \"{}\"\nroles = [\"monitoring_agent\"]\n",
+            token_sha256("admin-token"),
+            token_sha256("agent-token")
+        ),
+    )
+    .unwrap();
+    let policy = dir.path().join("policy.toml");
+    // Segments listed by admins only, by either name of the operation.
+    std::fs::write(
+        &policy,
+        "\"os_masakari_api:segments:index\" = [\"admin\"]\n",
+    )
+    .unwrap();
+    let mut app = spawn_app_with(Backend::Sqlite, |s| {
+        s.auth.mode = AuthMode::Static;
+        s.auth.static_tokens_file = Some(tokens.clone());
+        s.auth.policy_file = Some(policy.clone());
+    })
+    .await
+    .unwrap();
+    let refused = app
+        .segments
+        .list_segments(with_token(
+            pb::ListSegmentsRequest::default(),
+            Some("agent-token"),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    assert!(refused.message().contains("ListSegments"), "{refused:?}");
+    app.hosts
+        .list_hosts(with_token(
+            pb::ListHostsRequest::default(),
+            Some("agent-token"),
+        ))
+        .await
+        .map(drop)
+        .or_else(|s| {
+            assert_ne!(s.code(), Code::PermissionDenied, "{s:?}");
+            Ok::<(), tonic::Status>(())
+        })
+        .unwrap();
+    let rest = crate::rest::Rest::new(&app);
+    rest.token("agent-token")
+        .get("/v1/segments")
+        .await
+        .expect(403);
+    rest.token("admin-token")
+        .get("/v1/segments")
+        .await
+        .expect(200);
+    app.stop().await;
+
+    std::fs::write(&policy, "ListSegments = [\"admin\", \"auditor\"]\n").unwrap();
+    let mut settings = instanceha_api::config::Settings::default();
+    settings.auth.mode = AuthMode::Static;
+    settings.auth.static_tokens_file = Some(tokens);
+    settings.auth.policy_file = Some(policy);
+    let err = instanceha_api::auth::Guard::from_settings(&settings.auth)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("auth.policy_file") && err.contains("ListSegments"),
+        "{err}"
+    );
+}
