@@ -123,24 +123,7 @@ impl Server {
                 source,
             })?;
         let rest = if settings.rest.enabled {
-            let listener = TcpListener::bind(settings.rest.listen)
-                .await
-                .map_err(|source| Error::Bind {
-                    addr: settings.rest.listen,
-                    source,
-                })?;
-            let keystone_uri = (settings.auth.mode == crate::auth::AuthMode::Keystone)
-                .then(|| settings.auth.keystone.auth_url.clone())
-                .flatten();
-            let bound = listener.local_addr().map_err(|source| Error::Bind {
-                addr: settings.rest.listen,
-                source,
-            })?;
-            let base_url = settings.rest.base_url(settings.tls.enabled(), bound);
-            Some((
-                listener,
-                RestState::new(api.clone(), guard.clone(), keystone_uri).with_base_url(base_url),
-            ))
+            Some(bind_rest(settings, &api, &guard).await?)
         } else {
             None
         };
@@ -149,21 +132,7 @@ impl Server {
                 addr: settings.listen,
                 source,
             })?;
-            // The engine link's token: the one configured, else the state
-            // directory's, made on first start if the engine has not yet.
-            let token_file = settings.engine_token_file();
-            if settings.dispatch.engine_token_file.is_none() {
-                instanceha_runtime::secret::Secret::read_or_create_file(
-                    "dispatch.engine_token_file",
-                    &token_file,
-                )
-                .map_err(|e| Error::Config(e.to_string()))?;
-            }
-            let dispatch = crate::dispatch::DispatchSettings {
-                engine_token_file: Some(token_file),
-                ..settings.dispatch.clone()
-            };
-            Some(Dispatcher::new(api.clone(), dispatch, listen).map_err(Error::Config)?)
+            Some(dispatcher(settings, &api, listen)?)
         } else {
             tracing::warn!("dispatch is disabled: notifications are stored but not recovered");
             None
@@ -242,37 +211,14 @@ impl Server {
         let rest_tls = self.rest_tls;
         let rest_budget = self.budget.clone();
         let rest_server = self.rest.map(|(listener, state)| {
-            if let Ok(addr) = listener.local_addr() {
-                tracing::info!(%addr, tls = rest_tls.is_some(), "masakari-compatible rest api listening");
-            }
-            let stop = stop_rest.clone();
-            tokio::spawn(async move {
-                let app = rest::router(state, rest_limits)
-                    .layer(ServedLayer::new(rest_budget.clone()))
-                    .into_make_service_with_connect_info::<SocketAddr>();
-                // Within the budget, Nagle off; the taps only give axum
-                // the peer's address.
-                match rest_tls {
-                    Some(tls) => {
-                        let listener = axum::serve::ListenerExt::tap_io(
-                            TlsListener::new(listener, tls, &rest_budget)?,
-                            |_| {},
-                        );
-                        axum::serve(listener, app)
-                            .with_graceful_shutdown(stop.cancelled_owned())
-                            .await
-                    }
-                    None => {
-                        let listener = axum::serve::ListenerExt::tap_io(
-                            PlainListener::new(listener, &rest_budget)?,
-                            |_| {},
-                        );
-                        axum::serve(listener, app)
-                            .with_graceful_shutdown(stop.cancelled_owned())
-                            .await
-                    }
-                }
-            })
+            tokio::spawn(serve_rest(
+                listener,
+                state,
+                rest_limits,
+                rest_tls,
+                rest_budget,
+                stop_rest.clone(),
+            ))
         });
         tracing::info!(%addr, "instanceha-api listening");
         let mut builder = tonic::transport::Server::builder();
@@ -328,6 +274,83 @@ impl Server {
         tracing::info!("instanceha-api stopped");
         Ok(())
     }
+}
+
+/// Serves the REST API on `listener` (over TLS with `tls`), every
+/// connection within `budget`, until `stop`.
+async fn serve_rest(
+    listener: TcpListener,
+    state: RestState,
+    limits: RestLimits,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    budget: ConnectionBudget,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, tls = tls.is_some(), "masakari-compatible rest api listening");
+    }
+    let app = rest::router(state, limits)
+        .layer(ServedLayer::new(budget.clone()))
+        .into_make_service_with_connect_info::<SocketAddr>();
+    // Within the budget, Nagle off; the taps only give axum the peer's
+    // address.
+    match tls {
+        Some(tls) => {
+            let listener =
+                axum::serve::ListenerExt::tap_io(TlsListener::new(listener, tls, &budget)?, |_| {});
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        }
+        None => {
+            let listener =
+                axum::serve::ListenerExt::tap_io(PlainListener::new(listener, &budget)?, |_| {});
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        }
+    }
+}
+
+/// The REST listener, bound, and what its handlers share; its links on
+/// `rest.public_url` or the address it got.
+async fn bind_rest(
+    settings: &Settings,
+    api: &Api,
+    guard: &Guard,
+) -> Result<(TcpListener, RestState), Error> {
+    let bind_error = |source| Error::Bind {
+        addr: settings.rest.listen,
+        source,
+    };
+    let listener = TcpListener::bind(settings.rest.listen)
+        .await
+        .map_err(bind_error)?;
+    let keystone_uri = (settings.auth.mode == crate::auth::AuthMode::Keystone)
+        .then(|| settings.auth.keystone.auth_url.clone())
+        .flatten();
+    let bound = listener.local_addr().map_err(bind_error)?;
+    let base_url = settings.rest.base_url(settings.tls.enabled(), bound);
+    let state = RestState::new(api.clone(), guard.clone(), keystone_uri).with_base_url(base_url);
+    Ok((listener, state))
+}
+
+/// The dispatcher, with the engine link's token: the one configured, else
+/// the state directory's, made on first start if the engine has not yet.
+fn dispatcher(settings: &Settings, api: &Api, listen: SocketAddr) -> Result<Dispatcher, Error> {
+    let token_file = settings.engine_token_file();
+    if settings.dispatch.engine_token_file.is_none() {
+        instanceha_runtime::secret::Secret::read_or_create_file(
+            "dispatch.engine_token_file",
+            &token_file,
+        )
+        .map_err(|e| Error::Config(e.to_string()))?;
+    }
+    let dispatch = crate::dispatch::DispatchSettings {
+        engine_token_file: Some(token_file),
+        ..settings.dispatch.clone()
+    };
+    Dispatcher::new(api.clone(), dispatch, listen).map_err(Error::Config)
 }
 
 /// The listeners (`grpc`, `rest`) that take callers' tokens in plaintext
