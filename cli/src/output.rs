@@ -1,7 +1,10 @@
 //! Rendering records for the terminal or for scripts: `table` (lists as
 //! tables with the columns an operator expects, one record as a two-column
 //! field/value table), `json` and `yaml` (the whole record, stable field
-//! names, lists as arrays).
+//! names, lists as arrays). Every format escapes unsafe text (control,
+//! bidirectional and zero-width characters): tables as `\u{..}`, JSON and
+//! YAML with their own `\u` escapes, so the value read back is the one
+//! stored and the terminal never sees the character itself.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::ValueEnum;
@@ -11,6 +14,10 @@ use serde::Serialize;
 use instanceha_api::domain::is_unsafe_to_show;
 
 use crate::resources::{Host, Notification, ProgressEvent, Segment, Vmove};
+
+mod escape;
+
+pub use escape::{json_escaped, yaml_escaped};
 
 /// How results are printed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -136,11 +143,12 @@ pub enum Encoding {
     Yaml,
 }
 
-/// `value` as pretty JSON or as a YAML document, ending in a newline.
+/// `value` as pretty JSON or as a YAML document, ending in a newline, with
+/// unsafe text escaped.
 pub fn encode<T: Serialize + ?Sized>(encoding: Encoding, value: &T) -> Result<String, Error> {
     Ok(match encoding {
-        Encoding::Json => serde_json::to_string_pretty(value)? + "\n",
-        Encoding::Yaml => serde_yaml_ng::to_string(value)?,
+        Encoding::Json => escape::json_escaped(&serde_json::to_string_pretty(value)?) + "\n",
+        Encoding::Yaml => escape::yaml_escaped(value)?,
     })
 }
 

@@ -263,6 +263,7 @@ async fn without_a_fencing_device_a_dead_host_is_reported_unknown() {
     api.segment("segment-b", &hosts).await;
     let port = support::free_udp_port("127.0.0.1");
     let token = support::password_file(dir.path(), "token", support::TOKEN);
+    let key = support::password_file(dir.path(), "heartbeat-key", "the segment's key");
     let mut agents: Vec<AgentProcess> = hosts
         .iter()
         .map(|h| {
@@ -270,10 +271,12 @@ async fn without_a_fencing_device_a_dead_host_is_reported_unknown() {
                 "hostname = \"{h}\"\n[api]\nurl = \"{}\"\ntoken_file = \"{}\"\n\
                  [spool]\npath = \"{}/{h}.redb\"\n\
                  [host]\ndriver = \"heartbeat\"\ndetect_after = \"3s\"\n\
-                 [host.heartbeat]\nlisten = \"{h}:{port}\"\ninterval = \"500ms\"\nsegment = \"segment-b\"\npeer_port = {port}\n",
+                 [host.heartbeat]\nlisten = \"{h}:{port}\"\ninterval = \"500ms\"\nsegment = \"segment-b\"\npeer_port = {port}\n\
+                 key = {{ file = \"{}\" }}\n",
                 api.url(),
                 token.display(),
-                dir.path().display()
+                dir.path().display(),
+                key.display()
             );
             AgentProcess::spawn(dir.path(), h, &config, None)
         })

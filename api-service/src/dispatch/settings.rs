@@ -24,7 +24,8 @@ pub struct DispatchSettings {
     pub engine_url: String,
     /// A file holding the token shared with the engine (its
     /// `link.token_file`), sent on every `Recover` stream as
-    /// `authorization: Bearer <token>`.
+    /// `authorization: Bearer <token>`. Unset: `STATE_DIR/link-token`
+    /// (`Settings::engine_token_file`), made on first start if missing.
     pub engine_token_file: Option<PathBuf>,
     /// This replica's name in run claims; replicas sharing a database need
     /// distinct names, and a replica that keeps its name resumes its own

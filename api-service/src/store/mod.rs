@@ -188,6 +188,12 @@ impl Store {
     /// rebuilds its WAL index; replicas opening one file together retry
     /// that until the connect timeout runs out.
     pub async fn open(options: &DatabaseSettings) -> Result<Self> {
+        if let Some(path) = sqlite_file(&options.url) {
+            make_private(&path).map_err(|e| Error::Connect {
+                url: redact_url(&options.url),
+                reason: format!("cannot make {} private (0600): {e}", path.display()),
+            })?;
+        }
         let mut retries = Backoff::new(Duration::from_millis(10), Duration::from_millis(200))
             .retries(None, Some(options.connect_timeout));
         loop {
@@ -306,6 +312,37 @@ enum OpenFailure {
 
 /// Whether `err` is SQLite's "database is busy" or "database is locked"
 /// (primary result codes 5 and 6, with any extended code).
+/// The file of an SQLite URL (`sqlite://PATH`, `sqlite:PATH`), `None`
+/// for an in-memory database or another backend.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path.is_empty() || path == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
+        return None;
+    }
+    Some(std::path::PathBuf::from(path))
+}
+
+/// The database file created (or narrowed to) 0600 in a directory made
+/// 0700 before SQLite opens it, and its `-wal` and `-shm` files narrowed
+/// if they exist: SQLite gives the files it creates beside a database the
+/// database's own mode, so all three stay private whatever the umask.
+fn make_private(path: &std::path::Path) -> std::io::Result<()> {
+    use instanceha_runtime::private;
+    private::ensure_file(path)?;
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut beside = path.as_os_str().to_owned();
+        beside.push(suffix);
+        let beside = std::path::PathBuf::from(beside);
+        if beside.exists() {
+            private::ensure_file(&beside)?;
+        }
+    }
+    Ok(())
+}
+
 fn sqlite_busy(err: &DbErr) -> bool {
     let (DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e))
     | DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e))
@@ -433,5 +470,39 @@ mod tests {
             redact_url("sqlite:///var/lib/ha.db"),
             "sqlite:///var/lib/ha.db"
         );
+    }
+
+    #[test]
+    fn the_file_of_an_sqlite_url() {
+        use std::path::PathBuf;
+        assert_eq!(
+            sqlite_file("sqlite:///var/lib/ha.db?mode=rwc"),
+            Some(PathBuf::from("/var/lib/ha.db"))
+        );
+        assert_eq!(sqlite_file("sqlite:ha.db"), Some(PathBuf::from("ha.db")));
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("sqlite://x.db?mode=memory"), None);
+        assert_eq!(sqlite_file("postgres://db/ha"), None);
+    }
+
+    #[tokio::test]
+    async fn the_database_and_its_wal_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data/ha.db");
+        let store = Store::open(&DatabaseSettings::new(format!(
+            "sqlite://{}",
+            path.display()
+        )))
+        .await
+        .unwrap();
+        store.ping().await.unwrap();
+        let mode = |p: &std::path::Path| instanceha_runtime::private::mode_of(p).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join("data")), 0o700);
+        for suffix in ["-wal", "-shm"] {
+            let beside = dir.path().join(format!("data/ha.db{suffix}"));
+            assert!(beside.exists(), "{suffix}");
+            assert_eq!(mode(&beside), 0o600, "{suffix}");
+        }
     }
 }

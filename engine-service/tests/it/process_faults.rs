@@ -738,9 +738,12 @@ impl System {
         );
         let sim_addr = sim.addr;
 
+        // The link token, made by whichever starts first, in the test's
+        // directory.
+        let state_dir = format!("state_dir = {:?}\n", dir.path());
         std::fs::write(
             dir.path().join("engine.toml"),
-            engine_config(&format!("http://{sim_addr}/identity/v3")),
+            state_dir.clone() + &engine_config(&format!("http://{sim_addr}/identity/v3")),
         )
         .unwrap();
         let engine = start_engine(dir.path(), 0);
@@ -758,7 +761,7 @@ impl System {
         let engine_url = engine_url(engine_port);
         std::fs::write(
             dir.path().join("api.toml"),
-            format!("{database}[auth]\nmode = \"none\"\n\n[rest]\nenabled = false\n\n[dispatch]\nreplica_id = \"{REPLICA}\"\nretry_delay = \"50ms\"\nmax_retry_delay = \"200ms\"\nscan_interval = \"100ms\"\nlease = \"3s\"\nconnect_timeout = \"1s\"\n"),
+            format!("{state_dir}{database}[auth]\nmode = \"none\"\n\n[rest]\nenabled = false\n\n[dispatch]\nreplica_id = \"{REPLICA}\"\nretry_delay = \"50ms\"\nmax_retry_delay = \"200ms\"\nscan_interval = \"100ms\"\nlease = \"3s\"\nconnect_timeout = \"1s\"\n"),
         )
         .unwrap();
         let api = start_api(dir.path(), 0, &database_url, &engine_url);

@@ -187,6 +187,7 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
     let addr = instanceha_runtime::telemetry::serve_registry(
         registry.clone(),
         "127.0.0.1:0".parse().unwrap(),
+        &instanceha_runtime::connections::ConnectionBudget::unlimited(),
     )
     .await
     .unwrap();
