@@ -7,9 +7,15 @@
 //! ([`rules`]); [`EXCEPTIONS`] lists the few known violations still
 //! tolerated, each with its reason, and an exception that no longer matches
 //! is itself a violation, so the list only shrinks.
+//!
+//! The size limits ([`size`]: files at most 600 lines, functions at most
+//! 80) measure rather than match lines; today's longer files and functions
+//! are listed in [`oversized`], which may only shrink.
 
 pub mod code;
+pub mod oversized;
 pub mod rules;
+pub mod size;
 
 use std::fmt;
 use std::fs;
@@ -146,7 +152,7 @@ fn walk(root: &Path, dir: &Path, files: &mut Vec<SourceFile>) -> io::Result<()> 
 }
 
 /// Every rule over every file, less the [`EXCEPTIONS`], plus a violation for
-/// each exception nothing matched.
+/// each exception nothing matched; then the size limits.
 pub fn check(files: &[SourceFile]) -> Vec<Violation> {
     let mut used = vec![false; EXCEPTIONS.len()];
     let mut violations = Vec::new();
@@ -177,6 +183,7 @@ pub fn check(files: &[SourceFile]) -> Vec<Violation> {
             });
         }
     }
+    violations.extend(size::check(files, &oversized::oversized()));
     violations.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     violations
 }
@@ -199,11 +206,10 @@ mod tests {
     #[test]
     fn a_stale_exception_is_a_violation() {
         let violations = check(&[SourceFile::new("tidy/src/empty.rs", "//! nothing\n")]);
-        assert_eq!(violations.len(), EXCEPTIONS.len());
-        assert!(
-            violations
-                .iter()
-                .all(|v| v.message.contains("matches nothing"))
-        );
+        let stale = violations
+            .iter()
+            .filter(|v| v.message.contains("matches nothing"))
+            .count();
+        assert_eq!(stale, EXCEPTIONS.len());
     }
 }
