@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
+use instanceha_testkit::eventually;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::stack::{Stack, eventually};
+use crate::stack::Stack;
 
 /// The compute microversion of the records: `locked_reason` (2.73),
 /// `host` on create (2.74), a server's state kept across evacuation

@@ -18,6 +18,7 @@ use pb::vmove_service_client::VmoveServiceClient;
 use tonic::transport::Channel;
 
 use crate::check::assert_honest;
+use crate::eventually;
 use crate::process::{Process, start_api, start_engine};
 use crate::settings::{api_for, engine_for, loopback, quick_api, quick_engine};
 
@@ -216,25 +217,7 @@ impl Cloud {
 
     /// Waits until the notification is finished, failed or ignored.
     pub async fn terminal(&mut self, id: &str, within: Duration) -> pb::Notification {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let n = self.notification(id).await;
-            let status = pb::NotificationStatus::try_from(n.status).unwrap();
-            if matches!(
-                status,
-                pb::NotificationStatus::Finished
-                    | pb::NotificationStatus::Failed
-                    | pb::NotificationStatus::Ignored
-            ) {
-                return n;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "notification still {status:?} after {within:?}: {}",
-                n.message
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        until_terminal(&self.notifications, id, within, Duration::from_millis(25)).await
     }
 
     /// Reports `host` failed (fenced), waits for the notification's end and
@@ -357,4 +340,39 @@ pub fn now() -> prost_types::Timestamp {
         seconds: now.as_secs() as i64,
         nanos: now.subsec_nanos() as i32,
     }
+}
+
+/// Waits until notification `id` is finished, failed or ignored, asking
+/// the API every `every`; panics after `within` with its last status and
+/// message.
+pub async fn until_terminal(
+    notifications: &NotificationServiceClient<Channel>,
+    id: &str,
+    within: Duration,
+    every: Duration,
+) -> pb::Notification {
+    let what = format!("notification {id} to end");
+    eventually(&what, within, every, || {
+        let mut notifications = notifications.clone();
+        let id = id.to_owned();
+        async move {
+            let n = notifications
+                .get_notification(pb::GetNotificationRequest { id })
+                .await
+                .expect("the api answers")
+                .into_inner();
+            let status = pb::NotificationStatus::try_from(n.status).unwrap();
+            if matches!(
+                status,
+                pb::NotificationStatus::Finished
+                    | pb::NotificationStatus::Failed
+                    | pb::NotificationStatus::Ignored
+            ) {
+                Ok(n)
+            } else {
+                Err(format!("{status:?}: {}", n.message))
+            }
+        }
+    })
+    .await
 }
