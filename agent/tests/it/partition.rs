@@ -8,7 +8,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{self, AgentProcess, Api, ClusterConfig, Sushy, Tools, eventually};
+use instanceha_testkit::eventually;
+
+use crate::support::{self, AgentProcess, Api, ClusterConfig, POLL, Sushy, Tools};
 
 const HOSTS: [&str; 3] = ["compute-1", "compute-2", "compute-3"];
 
@@ -194,9 +196,12 @@ async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing(
         })
         .collect();
     for agent in &agents {
-        eventually(Duration::from_secs(20), "a quorum everywhere", || async {
-            agent.logged("partition has a quorum")
-        })
+        eventually(
+            "a quorum everywhere",
+            Duration::from_secs(20),
+            POLL,
+            || async { agent.logged("partition has a quorum") },
+        )
         .await;
     }
     let logs = || {
@@ -208,8 +213,9 @@ async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing(
 
     lab.heartbeat_link(1, false);
     eventually(
-        Duration::from_secs(45),
         "compute-1 reported by the majority",
+        Duration::from_secs(45),
+        POLL,
         || async {
             api.notifications()
                 .await
@@ -219,11 +225,13 @@ async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing(
     )
     .await;
     eventually(
-        Duration::from_secs(10),
         "compute-1 knows it is alone",
+        Duration::from_secs(10),
+        POLL,
         || async { agents[0].logged("no quorum") },
     )
     .await;
+    // sleep: time for a report from the isolated member to arrive; none may.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let all = api.notifications().await;
     assert_eq!(all.len(), 1, "{all:?}\n{}", logs());

@@ -5,7 +5,9 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{self, AgentProcess, Api, Reaped, eventually};
+use instanceha_testkit::eventually;
+
+use crate::support::{self, AgentProcess, Api, POLL, Reaped};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_that_stays_down_is_reported_stopped_then_started() {
@@ -46,16 +48,20 @@ async fn a_process_that_stays_down_is_reported_stopped_then_started() {
         list.display()
     );
     let agent = AgentProcess::spawn(dir.path(), "compute-p", &config, None);
-    eventually(Duration::from_secs(10), "the process watched", || async {
-        agent.logged("watching process")
-    })
+    eventually(
+        "the process watched",
+        Duration::from_secs(10),
+        POLL,
+        || async { agent.logged("watching process") },
+    )
     .await;
     let _ = watched.0.kill();
     let _ = watched.0.wait();
     let died = tokio::time::Instant::now();
     eventually(
-        Duration::from_secs(20),
         "PROCESS STOPPED stored",
+        Duration::from_secs(20),
+        POLL,
         || async {
             api.notifications()
                 .await
@@ -80,8 +86,9 @@ async fn a_process_that_stays_down_is_reported_stopped_then_started() {
 
     watched = start();
     eventually(
-        Duration::from_secs(10),
         "PROCESS STARTED stored",
+        Duration::from_secs(10),
+        POLL,
         || async {
             api.notifications()
                 .await

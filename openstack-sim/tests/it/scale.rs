@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use instanceha_testkit::eventually;
 use openstack_sim::Scenario;
 use openstack_sim::scenario::{HostGroupSpec, InstanceGroupSpec, Settings};
 use reqwest::Method;
@@ -105,12 +106,18 @@ async fn five_thousand_servers_serve_paged_and_concurrent_requests() {
         let a = h.evacuate(&admin, "2.53", id, json!({})).await;
         assert_eq!(a.status, 200, "{}", a.text);
     }
-    h.until("every evacuation done", |s| {
-        s.evacuations.len() == 50
-            && s.evacuations
-                .iter()
-                .all(|e| e.phase == openstack_sim::EvacuationPhase::Done)
-    })
+    eventually(
+        "every evacuation done",
+        Duration::from_secs(10),
+        Duration::from_millis(5),
+        || async {
+            let s = h.sim.snapshot();
+            s.evacuations.len() == 50
+                && s.evacuations
+                    .iter()
+                    .all(|e| e.phase == openstack_sim::EvacuationPhase::Done)
+        },
+    )
     .await;
     let stats = h.sim.stats();
     assert_eq!(stats.done, 50);
