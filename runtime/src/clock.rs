@@ -91,6 +91,7 @@ mod tests {
     async fn a_tokio_clock_moves_with_paused_time_only() {
         let clock = Clock::tokio();
         let start = clock.now();
+        // sleep: real time passes, paused time does not.
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(clock.now(), start, "paused: real time does not move it");
         tokio::time::advance(Duration::from_secs(90)).await;
@@ -112,7 +113,10 @@ mod tests {
     fn arithmetic_saturates_and_never_goes_negative() {
         let now = Utc::now();
         assert_eq!(plus(now, Duration::MAX), DateTime::<Utc>::MAX_UTC);
-        assert_eq!(until(now, now - chrono::Duration::seconds(5)), Duration::ZERO);
+        assert_eq!(
+            until(now, now - chrono::Duration::seconds(5)),
+            Duration::ZERO
+        );
         assert_eq!(
             until(now, now + chrono::Duration::seconds(5)),
             Duration::from_secs(5)

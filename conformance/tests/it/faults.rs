@@ -5,9 +5,10 @@
 use std::time::{Duration, Instant};
 
 use instanceha_conformance::records::Records;
-use instanceha_conformance::stack::{Stack, eventually};
+use instanceha_conformance::stack::Stack;
 use instanceha_conformance::system::System;
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually;
 
 use crate::clean_stack;
 use crate::failures::PATIENCE;
@@ -50,8 +51,11 @@ async fn nova_api_stopped_for_thirty_seconds_after_the_report() {
     host_failure_with(
         "nova_api_stopped_for_thirty_seconds_after_the_report",
         |stack, _, _| async move {
+            // sleep: the fault's schedule: a second after the report,
+            // nova-api is stopped for thirty seconds.
             tokio::time::sleep(Duration::from_secs(1)).await;
             stack.stop("nova-api").await;
+            // sleep: the thirty seconds.
             tokio::time::sleep(Duration::from_secs(30)).await;
             stack.start("nova-api").await;
         },
@@ -112,6 +116,7 @@ async fn nova_conductor_killed_mid_recovery() {
     )
     .await;
     stack.kill("nova-conductor").await;
+    // sleep: nova-conductor stays dead for ten seconds.
     tokio::time::sleep(Duration::from_secs(10)).await;
     stack.start("nova-conductor").await;
     let (n, vmoves) = system.terminal(&n.id, Duration::from_secs(900)).await;
@@ -195,6 +200,7 @@ async fn keystone_restarted_mid_recovery() {
     host_failure_with(
         "keystone_restarted_mid_recovery",
         |stack, _, _| async move {
+            // sleep: Keystone restarts half a second after the report.
             tokio::time::sleep(Duration::from_millis(500)).await;
             stack.stop("keystone").await;
             stack.start("keystone").await;
