@@ -40,10 +40,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
-use instanceha_conformance::records::Records;
-use instanceha_conformance::stack::Stack;
-use instanceha_conformance::system::System;
 use instanceha_conformance::workload::{Instance, assert_moved, boot, moved_problems, restore};
+use instanceha_conformance::{records::Records, stack::Stack, system::System};
 use instanceha_proto::v1 as pb;
 use instanceha_testkit::eventually;
 use reqwest::Method;

@@ -291,12 +291,12 @@ mod tests {
         assert!(gave_up.is_err(), "the caller gave up");
         let fast = client.get(url("/fast")).send().await.unwrap();
         assert_eq!(fast.status(), 200);
-        // sleep: time for the proxy to notice the closed connection, which
-        // nothing outside it shows.
+        // Nothing outside the proxy shows when it has noticed the closed
+        // connection. sleep: time for it to notice.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let in_flight = tokio::spawn(client.get(url("/slow")).send());
-        // sleep: time for the call to reach the proxy, which must not
-        // record it before its answer.
+        // The proxy must not record the call before its answer.
+        // sleep: time for the call to reach the proxy.
         tokio::time::sleep(Duration::from_millis(500)).await;
 
         let seen: Vec<(String, Option<u16>)> = recorder

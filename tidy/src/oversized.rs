@@ -13,9 +13,7 @@ const TABLE: &str = "
    93 agent/src/config.rs::validate  one check per setting, in a row
    84 agent/src/delivery.rs::send  the delivery loop with its retry and acknowledgement cases
    96 agent/src/process.rs::watch  the process watch loop and its transitions
-   83 agent/tests/it/cluster.rs::a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once  one test scenario told start to end
-  117 agent/tests/it/partition.rs::the_majority_fences_and_reports_the_isolated_member_which_does_nothing  one test scenario told start to end
-   84 agent/tests/it/process.rs::a_process_that_stays_down_is_reported_stopped_then_started  one test scenario told start to end
+  114 agent/tests/it/partition.rs::the_majority_fences_and_reports_the_isolated_member_which_does_nothing  one test scenario told start to end
   139 api-service/src/dispatch/convert.rs::run_event  one exhaustive match over the engine's events
   112 api-service/src/server.rs::run  the API's start-up in one sequence
   916 api-service/src/status.rs  the status rules, one place on purpose; resolve_run could move under status/
@@ -53,7 +51,7 @@ const TABLE: &str = "
    81 bench/src/masakari/intake.rs::load  the Masakari intake load with its clients and measures
    87 bench/src/masakari/model.rs::model  Masakari's recovery model in one function
   339 bench/src/masakari/recovery.rs::measure  Masakari's recovery measured in one sequence
-  677 bench/src/real.rs  the benchmark's real-stack mode: set-up, recovery and Nova's ideal
+  676 bench/src/real.rs  the benchmark's real-stack mode: set-up, recovery and Nova's ideal
    88 bench/src/real.rs::recover  one recovery on the real stack in one sequence
    84 bench/src/real.rs::run  the real-stack mode in one sequence
   291 bench/src/recovery.rs::measure  a recovery measured in one sequence
@@ -64,8 +62,8 @@ const TABLE: &str = "
    88 cli/src/demo_agents.rs::start  the demo agents' start-up in one sequence
   123 cli/tests/it/notifications.rs::create_list_show  one test scenario told start to end
   110 cli/tests/it/notifications.rs::refusals_have_their_exit_codes  one test scenario told start to end
-  610 conformance/src/records.rs  the REST client of Nova's, Cinder's and Placement's records
-  116 conformance/tests/it/faults.rs::nova_conductor_killed_mid_recovery  one test scenario told start to end
+  603 conformance/src/records.rs  the REST client of Nova's, Cinder's and Placement's records
+   97 conformance/tests/it/faults.rs::nova_conductor_killed_mid_recovery  one test scenario told start to end
   671 conformance/tests/it/sim_vs_real.rs  each failure on both clouds and the comparison
    86 conformance/tests/it/sim_vs_real.rs::differences  one test scenario told start to end
   102 conformance/tests/it/sim_vs_real.rs::on_real  one test scenario told start to end
@@ -139,7 +137,6 @@ const TABLE: &str = "
    92 openstack-sim/tests/it/nova_servers.rs::fields_appear_by_microversion_and_role  one test scenario told start to end
    83 openstack-sim/tests/it/nova_servers.rs::microversions_are_negotiated_echoed_and_refused  one test scenario told start to end
   114 openstack-sim/tests/it/nova_servers.rs::paging_walks_every_page_with_servers_links  one test scenario told start to end
-  110 openstack-sim/tests/it/scale.rs::five_thousand_servers_serve_paged_and_concurrent_requests  one test scenario told start to end
 ";
 
 /// The entries of the table.

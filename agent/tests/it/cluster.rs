@@ -119,12 +119,8 @@ impl Cluster {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once() {
-    let Some(tools) = Tools::find() else { return };
-    let mut cluster = Cluster::start(&tools).await;
-
-    // SIGSTOP for less than the window: nothing happens.
+/// SIGSTOP for less than the window: nothing happens.
+async fn a_short_stall_is_ignored(cluster: &mut Cluster) {
     cluster.agent("compute-3").signal(Signal::SIGSTOP);
     // sleep: the stall lasts 2 s, less than `detect_after`.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -142,6 +138,13 @@ async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once(
         "{}",
         cluster.logs()
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once() {
+    let Some(tools) = Tools::find() else { return };
+    let mut cluster = Cluster::start(&tools).await;
+    a_short_stall_is_ignored(&mut cluster).await;
 
     // SIGKILL compute-2's agent, its BMC powered on: fenced, then reported once.
     assert_eq!(

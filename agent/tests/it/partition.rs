@@ -5,6 +5,7 @@
 //! BMCs: the majority (compute-2, -3) must fence and report it, once, and
 //! compute-1, the lowest name and so the usual reporter, must do nothing.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -136,6 +137,22 @@ impl Drop for Lab {
     }
 }
 
+/// The `[fencing]` table: every host's Redfish system on `sushy`, the
+/// password in the file `password`.
+fn redfish_fencing(sushy: &Sushy, password: &Path) -> String {
+    let mut fencing = String::from("[fencing]\ntimeout = \"30s\"\npoll_interval = \"250ms\"\n");
+    for (i, host) in HOSTS.iter().enumerate() {
+        fencing.push_str(&format!(
+            "[fencing.devices.{host}]\ndriver = \"redfish\"\nurl = \"{}\"\nsystem = \"00000000-0000-4000-8000-{i:012}\"\n\
+             username = \"{}\"\npassword = {{ file = \"{}\" }}\n",
+            sushy.url,
+            support::REDFISH_USER,
+            password.display()
+        ));
+    }
+    fencing
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing() {
     let Some(tools) = Tools::find() else { return };
@@ -160,16 +177,7 @@ async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing(
         ],
     );
     let pw = support::password_file(dir.path(), "redfish.pw", support::REDFISH_PASSWORD);
-    let mut fencing = String::from("[fencing]\ntimeout = \"30s\"\npoll_interval = \"250ms\"\n");
-    for (i, host) in HOSTS.iter().enumerate() {
-        fencing.push_str(&format!(
-            "[fencing.devices.{host}]\ndriver = \"redfish\"\nurl = \"{}\"\nsystem = \"00000000-0000-4000-8000-{i:012}\"\n\
-             username = \"{}\"\npassword = {{ file = \"{}\" }}\n",
-            sushy.url,
-            support::REDFISH_USER,
-            pw.display()
-        ));
-    }
+    let fencing = redfish_fencing(&sushy, &pw);
     let members: Vec<(String, String)> = HOSTS
         .iter()
         .enumerate()

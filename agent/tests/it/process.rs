@@ -9,6 +9,14 @@ use instanceha_testkit::eventually;
 
 use crate::support::{self, AgentProcess, Api, POLL, Reaped};
 
+/// Whether the API holds a report of the process `event`.
+async fn reported(api: &Api, event: &str) -> bool {
+    api.notifications()
+        .await
+        .iter()
+        .any(|n| n.payload.get("event").map(String::as_str) == Some(event))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_that_stays_down_is_reported_stopped_then_started() {
     let dir = tempfile::tempdir().unwrap();
@@ -62,12 +70,7 @@ async fn a_process_that_stays_down_is_reported_stopped_then_started() {
         "PROCESS STOPPED stored",
         Duration::from_secs(20),
         POLL,
-        || async {
-            api.notifications()
-                .await
-                .iter()
-                .any(|n| n.payload.get("event").map(String::as_str) == Some("STOPPED"))
-        },
+        || reported(&api, "STOPPED"),
     )
     .await;
     let took = died.elapsed();
@@ -89,12 +92,7 @@ async fn a_process_that_stays_down_is_reported_stopped_then_started() {
         "PROCESS STARTED stored",
         Duration::from_secs(10),
         POLL,
-        || async {
-            api.notifications()
-                .await
-                .iter()
-                .any(|n| n.payload.get("event").map(String::as_str) == Some("STARTED"))
-        },
+        || reported(&api, "STARTED"),
     )
     .await;
     drop(watched);
