@@ -46,15 +46,11 @@ const TABLE: &str = "
    88 api-service/tests/it/rest/segments.rs::segment_bodies_are_checked  one test scenario told start to end
   111 api-service/tests/it/rest/segments.rs::segments_are_listed_filtered_sorted_and_paged  one test scenario told start to end
   116 bench/src/intake.rs::load  the intake load with its clients and measures
-  747 bench/src/main.rs  the benchmark's command line, scenarios and runs
-  320 bench/src/main.rs::run  the benchmark's runs in one sequence
    81 bench/src/masakari/intake.rs::load  the Masakari intake load with its clients and measures
    87 bench/src/masakari/model.rs::model  Masakari's recovery model in one function
-  339 bench/src/masakari/recovery.rs::measure  Masakari's recovery measured in one sequence
   676 bench/src/real.rs  the benchmark's real-stack mode: set-up, recovery and Nova's ideal
    88 bench/src/real.rs::recover  one recovery on the real stack in one sequence
    84 bench/src/real.rs::run  the real-stack mode in one sequence
-  291 bench/src/recovery.rs::measure  a recovery measured in one sequence
   106 bench/src/report.rs::judge  every judgement of a run's results in a row
   217 bench/src/report.rs::tables  every table of the report in a row
   627 cli/src/client.rs  every RPC of the CLI's gRPC client
