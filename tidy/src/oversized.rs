@@ -104,14 +104,10 @@ const TABLE: &str = "
    85 openstack-sim/src/nova/server_actions.rs::evacuate_request  the evacuate body per microversion
    89 openstack-sim/src/nova/servers.rs::list  the servers API's filters, sorting and paging
   145 openstack-sim/src/nova/servers.rs::server_view  a server's fields by microversion and role
- 1282 openstack-sim/src/scenario.rs  scenario files: schema, validation and expansion
-  397 openstack-sim/src/scenario.rs::expand  a scenario expanded into its world in one pass
+  839 openstack-sim/src/scenario.rs  scenario files: schema, validation and expansion
   185 openstack-sim/src/server.rs::handle  the router of every simulated endpoint
  1047 openstack-sim/src/world/evacuation.rs  the world's model of an evacuation
   157 openstack-sim/src/world/evacuation.rs::evacuate  an evacuation's checks and state walk
-  956 openstack-sim/src/world/mod.rs  the world model's state and its operations
-  115 openstack-sim/src/world/mod.rs::add_volume  a volume's fields and attachments checked in a row
-  240 openstack-sim/src/world/mod.rs::new  the world built from a scenario in one pass
   687 openstack-sim/tests/it/cinder.rs  the simulated Cinder's contract tests
    85 openstack-sim/tests/it/cinder.rs::an_attachment_given_a_connector_leaves_the_volume_attaching  one test scenario told start to end
    84 openstack-sim/tests/it/cinder.rs::reset_status_rules_and_quirks  one test scenario told start to end
