@@ -532,8 +532,8 @@ fn span(migrations: &[Value]) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> 
 }
 
 fn timestamp(t: Option<&prost_types::Timestamp>) -> anyhow::Result<DateTime<Utc>> {
-    let t = t.context("a notification stamp")?;
-    DateTime::from_timestamp(t.seconds, t.nanos as u32).context("a notification stamp")
+    instanceha_proto::time::required("a notification stamp", t.copied())
+        .context("a notification stamp")
 }
 
 fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {

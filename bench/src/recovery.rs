@@ -124,11 +124,7 @@ fn secs_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
 }
 
 fn now() -> prost_types::Timestamp {
-    let now = Utc::now();
-    prost_types::Timestamp {
-        seconds: now.timestamp(),
-        nanos: now.timestamp_subsec_nanos() as i32,
-    }
+    instanceha_proto::time::timestamp(Utc::now())
 }
 
 fn status_name(status: i32) -> String {

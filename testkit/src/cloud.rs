@@ -9,6 +9,7 @@ use std::time::Duration;
 use instanceha_api::config::Settings as ApiSettings;
 use instanceha_engine::config::Settings as EngineSettings;
 use instanceha_proto::v1 as pb;
+use instanceha_runtime::clock::Clock;
 use openstack_sim::scenario::{HostSpec, InstanceGroupSpec};
 use openstack_sim::{Scenario, Sim};
 use pb::host_service_client::HostServiceClient;
@@ -332,14 +333,9 @@ pub async fn connect(addr: SocketAddr) -> Channel {
         .expect("connect to the API")
 }
 
+/// The system's time of day, on the wire.
 pub fn now() -> prost_types::Timestamp {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    prost_types::Timestamp {
-        seconds: now.as_secs() as i64,
-        nanos: now.subsec_nanos() as i32,
-    }
+    instanceha_proto::time::timestamp(Clock::system().now())
 }
 
 /// Waits until notification `id` is finished, failed or ignored, asking
