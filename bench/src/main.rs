@@ -139,7 +139,7 @@ fn key_value(s: &str) -> Result<(String, String), String> {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Recovery scenarios: one-host-10, one-host-100, one-host-1000,
-    /// hosts-100x50, hosts-100x50-bfv (or one-host-N, hosts-HxN[-bfv][-outageS[@T]]).
+    /// hosts-100x50, hosts-100x50-bfv (or `one-host-N`, `hosts-HxN[-bfv][-outageS[@T]]`).
     Recovery(RecoveryArgs),
     /// Notification intake on SQLite and/or PostgreSQL.
     Intake(IntakeArgs),
