@@ -208,8 +208,11 @@ impl Cloud {
             .count()
     }
 
-    pub async fn notification(&mut self, id: &str) -> pb::Notification {
+    /// (Through a clone of the client, so that a check of `eventually` may
+    /// call it.)
+    pub async fn notification(&self, id: &str) -> pb::Notification {
         self.notifications
+            .clone()
             .get_notification(pb::GetNotificationRequest { id: id.into() })
             .await
             .unwrap()
@@ -235,8 +238,10 @@ impl Cloud {
         (n, vmoves)
     }
 
-    pub async fn vmoves(&mut self, notification: &str) -> Vec<pb::Vmove> {
+    /// (Through a clone of the client, as [`Cloud::notification`].)
+    pub async fn vmoves(&self, notification: &str) -> Vec<pb::Vmove> {
         self.vmoves
+            .clone()
             .list_vmoves(pb::ListVmovesRequest {
                 notification_id: notification.into(),
                 page_size: 1000,
@@ -249,7 +254,7 @@ impl Cloud {
     }
 
     /// The vmove of the server named `name`.
-    pub async fn vmove_of(&mut self, notification: &str, name: &str) -> pb::Vmove {
+    pub async fn vmove_of(&self, notification: &str, name: &str) -> pb::Vmove {
         self.vmoves(notification)
             .await
             .into_iter()

@@ -76,16 +76,15 @@ const TABLE: &str = "
   206 engine-service/src/recovery/host.rs::host_failure_steps  the host-failure workflow, step by step
   122 engine-service/src/recovery/process.rs::process_failure_steps  the process-failure workflow, step by step
    83 engine-service/src/server.rs::run  the engine's server start-up in one sequence
- 1117 engine-service/tests/it/fault_matrix.rs  the fault matrix: call sites, faults, runner and invariants
+ 1111 engine-service/tests/it/fault_matrix.rs  the fault matrix: call sites, faults, runner and invariants
    91 engine-service/tests/it/fault_matrix.rs::invariant_violations  every invariant checked in a row
   229 engine-service/tests/it/fault_matrix.rs::run_scenario  one scenario of the matrix run start to end
   103 engine-service/tests/it/fault_matrix.rs::summary  the matrix's summary table
-  111 engine-service/tests/it/host_failure.rs::a_failed_host_is_recovered_and_its_services_can_be_restored  one test scenario told start to end
+  106 engine-service/tests/it/host_failure.rs::a_failed_host_is_recovered_and_its_services_can_be_restored  one test scenario told start to end
   149 engine-service/tests/it/outage_matrix.rs::one  one outage case run start to end
  1234 engine-service/tests/it/process_faults.rs  the process-fault tests and their child-process harness
    82 engine-service/tests/it/process_faults.rs::build  the binaries built once, with their timeouts
-   82 engine-service/tests/it/security.rs::the_engine_link_needs_the_api_client_certificate  one test scenario told start to end
-  180 engine-service/tests/it/telemetry.rs::one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery  one test scenario told start to end
+  178 engine-service/tests/it/telemetry.rs::one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery  one test scenario told start to end
    83 engine-service/tests/it/volumes.rs::stale_attachments_are_cleared_and_bfv_recovers_as_fast_as_ephemeral  one test scenario told start to end
    96 engine-service/tests/it/watch.rs::several_watchers_a_late_joiner_and_a_stalled_one  one test scenario told start to end
   191 migrations/src/m20261129_000001_initial.rs::up  the initial schema, every table in one migration

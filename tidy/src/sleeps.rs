@@ -13,7 +13,7 @@ pub const COUNTED_SLEEPS: &str = "counted sleeps";
 
 /// The most sleeps without a reason allowed in test code. Lower it when
 /// there are fewer: the test asks for it.
-pub const SLEEP_CEILING: usize = 39;
+pub const SLEEP_CEILING: usize = 14;
 
 /// The mark of a sleep's reason, in a comment on its line or the line
 /// before.
