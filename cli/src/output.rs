@@ -11,8 +11,6 @@ use clap::ValueEnum;
 use comfy_table::{ContentArrangement, Table};
 use serde::Serialize;
 
-use instanceha_api::domain::is_unsafe_to_show;
-
 use crate::resources::{Host, Notification, ProgressEvent, Segment, Vmove};
 
 mod escape;
@@ -109,6 +107,27 @@ pub fn shown(value: &str) -> String {
         }
     }
     out
+}
+
+/// A character a terminal may act on, or that hides or reorders text: a
+/// control character (C0 with ESC and BEL, DEL, C1) or a bidirectional or
+/// zero-width one. The API's definition of unsafe text
+/// (`instanceha_api::domain::is_unsafe_to_show`), which the CLI cannot
+/// depend on without the API's database drivers; a test holds the two
+/// equal over every character.
+fn is_unsafe_to_show(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{061C}'
+                | '\u{200B}'..='\u{200D}'
+                | '\u{2060}'
+                | '\u{FEFF}'
+        )
 }
 
 /// Cells escaped with [`shown`].
@@ -383,6 +402,18 @@ impl Tabular for Vmove {
 mod tests {
     use super::*;
     use crate::resources::RecoveryMethod;
+
+    #[test]
+    fn unsafe_text_is_what_the_api_refuses() {
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+            assert_eq!(
+                is_unsafe_to_show(c),
+                instanceha_api::domain::is_unsafe_to_show(c),
+                "U+{:04X}",
+                u32::from(c)
+            );
+        }
+    }
 
     fn segment() -> Segment {
         Segment {

@@ -43,6 +43,7 @@ pub const PROTOBUF_EDGES: &[&str] = &[
     "bench/src/cloud.rs",
     "bench/src/intake.rs",
     "bench/src/recovery.rs",
+    "bench/src/recovery/",
     "bench/src/real.rs",
     // The test kit (simulator + engine + API for the demo, the benchmark
     // and the system tests) drives the services over gRPC as tests do.
