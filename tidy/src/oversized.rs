@@ -11,21 +11,10 @@ const TABLE: &str = "
   116 agent/src/agent.rs::start  the agent's start-up in one sequence
   632 agent/src/config.rs  the agent's settings, defaults and validation in one module
    93 agent/src/config.rs::validate  one check per setting, in a row
-   84 agent/src/delivery.rs::send  the delivery loop with its retry and acknowledgement cases
    96 agent/src/process.rs::watch  the process watch loop and its transitions
   114 agent/tests/it/partition.rs::the_majority_fences_and_reports_the_isolated_member_which_does_nothing  one test scenario told start to end
-  139 api-service/src/dispatch/convert.rs::run_event  one exhaustive match over the engine's events
   112 api-service/src/server.rs::run  the API's start-up in one sequence
-  916 api-service/src/status.rs  the status rules, one place on purpose; resolve_run could move under status/
-  169 api-service/src/status.rs::resolve_run  the run-resolution rules in one decision
-  653 api-service/src/status/ledger.rs  the run ledger with its unit tests beside it
   228 api-service/src/status/ledger.rs::apply  one match over every run event the ledger applies
-  815 api-service/src/status/tests.rs  the status rules' unit and property tests
-   95 api-service/src/status/tests.rs::no_sequence_of_events_breaks_an_invariant  the property: random event sequences against every invariant
-  988 api-service/src/store/dispatch.rs  every dispatch query and transaction of the store
-  161 api-service/src/store/dispatch.rs::apply_run_events  one transaction applying a batch of run events
-  129 api-service/src/store/dispatch.rs::resolve_run  one transaction resolving a run
-  287 api-service/src/store/notifications.rs::create_notifications  one intake transaction for a batch of reports
   212 api-service/tests/it/auth.rs::codes  a table: every RPC and its required role
   327 api-service/tests/it/bad_input.rs::bad_requests_name_the_field_and_change_nothing  a table of bad requests and the field each names
    92 api-service/tests/it/limits.rs::an_anonymous_flood_from_one_address_does_not_refuse_an_agents_reports  one test scenario told start to end
@@ -64,8 +53,6 @@ const TABLE: &str = "
    86 conformance/tests/it/sim_vs_real.rs::differences  one test scenario told start to end
   102 conformance/tests/it/sim_vs_real.rs::on_real  one test scenario told start to end
   135 conformance/tests/it/sim_vs_real.rs::on_sim  one test scenario told start to end
-  676 engine-service/src/config.rs  the engine's settings, defaults and validation
-  119 engine-service/src/link/convert.rs::event_message  one exhaustive match over the run events
   104 engine-service/src/main.rs::main  the engine's start-up in one sequence
   970 engine-service/src/recovery/evacuate.rs  the per-instance evacuation workflow and its waits
    85 engine-service/src/recovery/evacuate.rs::evacuate_instance  one instance's evacuation steps
@@ -88,8 +75,6 @@ const TABLE: &str = "
    83 engine-service/tests/it/volumes.rs::stale_attachments_are_cleared_and_bfv_recovers_as_fast_as_ephemeral  one test scenario told start to end
    96 engine-service/tests/it/watch.rs::several_watchers_a_late_joiner_and_a_stalled_one  one test scenario told start to end
   191 migrations/src/m20261129_000001_initial.rs::up  the initial schema, every table in one migration
-  781 openstack-client/src/client.rs  the request loop; task A splits it into tower layers
-  173 openstack-client/src/client.rs::send_attempts  the request loop; task A splits it into tower layers
   809 openstack-client/src/nova.rs  every typed Nova call
    93 openstack-client/src/nova.rs::update_service  a service update and its confirmation by reading back
   773 openstack-sim/src/cinder.rs  the simulated Cinder API

@@ -216,6 +216,23 @@ impl RunStream {
         let _ = self.requests.send(wire::cancel(reason)).await;
     }
 
+    /// Ends the run's side of the stream once it is resolved: the requests
+    /// close (the last acknowledgement goes out first), then the engine's
+    /// side is read to its end for at most [`CANCEL_GRACE`], so that the
+    /// acknowledgement is not lost to a reset stream.
+    pub async fn close(self) {
+        let Self {
+            requests,
+            mut events,
+            ..
+        } = self;
+        drop(requests);
+        let _ = tokio::time::timeout(CANCEL_GRACE, async {
+            while let Some(Ok(_)) = events.next().await {}
+        })
+        .await;
+    }
+
     /// Tells the engine to stop a run whose events the API refused, then
     /// reads (and drops, unacknowledged) what it still sends until its
     /// `Done` or the end of the stream, for at most [`CANCEL_GRACE`].

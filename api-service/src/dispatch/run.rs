@@ -125,6 +125,7 @@ impl Dispatcher {
             tracing::info!("run cancelled");
         }
         self.resolve(id, &run_id, end).await;
+        stream.close().await;
     }
 
     /// When the run is to be cancelled, and why: at `dispatch.run_timeout`,

@@ -238,90 +238,125 @@ pub fn resolve<Id: Clone>(
     vmoves: &[VMoveView<'_, Id>],
     budget: RetryBudget,
 ) -> Resolution<Id> {
-    let cancelled = matches!(end, RunEnd::Done(RunOutcome::Cancelled { .. }));
     let open = Open::of(vmoves);
     let failed: Vec<&VMoveView<'_, Id>> = vmoves.iter().filter(|v| v.failed()).collect();
-    let total = vmoves.len();
-    let ids = |keep: &dyn Fn(&VMoveView<'_, Id>) -> bool| -> Vec<Id> {
-        vmoves
-            .iter()
-            .filter(|v| keep(v))
-            .map(|v| v.id.clone())
-            .collect()
+    let ended = Ended {
+        end,
+        vmoves,
+        open: &open,
+        failed: &failed,
+        budget,
     };
-    let give_up = |per_instance: String| {
-        let mut message = format!(
-            "{} of {total} instances were not recovered: {per_instance}",
-            open.without_result.len() + failed.len(),
-        );
-        append_failures(&mut message, &failed);
-        Resolution::Failed {
-            message,
-            fail: vmoves
-                .iter()
-                .filter(|v| v.unresolved())
-                .map(|v| (v.id.clone(), per_instance.clone()))
-                .collect(),
-        }
-    };
-
     if kind == RunKind::Reconcile {
-        // Nova's word is final, once it could be read.
-        if open.count() > 0 {
-            if !cancelled && budget.may_reconcile() {
-                return Resolution::Reconcile {
-                    message: format!(
-                        "nova could not be read for {} of {total} instances ({}); reading them again",
-                        open.count(),
-                        open.describe(total, end)
-                    ),
-                    instances: ids(&|v| v.unresolved() || v.failed_transiently()),
-                };
-            }
-            return give_up(format!(
-                "nova's state could not be confirmed before the verdict: {}",
-                why_without_result(end)
-            ));
-        }
-        return verdict(vmoves, &failed, "confirmed with nova");
+        return ended.after_reconcile();
     }
-
     if open.count() > 0 {
-        if !cancelled && budget.may_retry() {
-            return Resolution::Retry {
-                message: format!(
-                    "{}; retrying (attempt {})",
-                    open.describe(total, end),
-                    budget.attempt + 1
-                ),
-                retry: ids(&|v| v.unresolved() || v.failed_transiently()),
-            };
-        }
-        if budget.may_reconcile() {
-            return Resolution::Reconcile {
-                message: format!(
-                    "{}; reading what nova says before the verdict",
-                    open.describe(total, end)
-                ),
-                instances: ids(&|v| v.unresolved() || v.failed()),
-            };
-        }
-        return give_up(if cancelled {
-            why_without_result(end)
-        } else {
-            format!(
-                "no result after {} attempt(s): {}",
-                budget.attempt,
-                why_without_result(end)
-            )
-        });
+        return ended.with_open_instances();
     }
-
     if !failed.is_empty() {
         return verdict(vmoves, &failed, "");
     }
     // Every vmove (if any) succeeded or was ignored.
     without_open_instances(end, vmoves, budget)
+}
+
+/// A run's end with what resolving it looks at.
+struct Ended<'e, 'v, 'a, Id> {
+    end: &'e RunEnd,
+    vmoves: &'v [VMoveView<'a, Id>],
+    open: &'e Open<'v, 'a, Id>,
+    failed: &'e [&'v VMoveView<'a, Id>],
+    budget: RetryBudget,
+}
+
+impl<Id: Clone> Ended<'_, '_, '_, Id> {
+    fn cancelled(&self) -> bool {
+        matches!(self.end, RunEnd::Done(RunOutcome::Cancelled { .. }))
+    }
+
+    fn ids(&self, keep: impl Fn(&VMoveView<'_, Id>) -> bool) -> Vec<Id> {
+        self.vmoves
+            .iter()
+            .filter(|v| keep(v))
+            .map(|v| v.id.clone())
+            .collect()
+    }
+
+    /// A reconcile run's end: Nova's word is final, once it could be read.
+    fn after_reconcile(&self) -> Resolution<Id> {
+        let total = self.vmoves.len();
+        if self.open.count() == 0 {
+            return verdict(self.vmoves, self.failed, "confirmed with nova");
+        }
+        if !self.cancelled() && self.budget.may_reconcile() {
+            return Resolution::Reconcile {
+                message: format!(
+                    "nova could not be read for {} of {total} instances ({}); reading them again",
+                    self.open.count(),
+                    self.open.describe(total, self.end)
+                ),
+                instances: self.ids(|v| v.unresolved() || v.failed_transiently()),
+            };
+        }
+        self.give_up(format!(
+            "nova's state could not be confirmed before the verdict: {}",
+            why_without_result(self.end)
+        ))
+    }
+
+    /// A recovery run's end with instances without a verdict: retried
+    /// while the budget allows, then Nova is read, then they fail.
+    fn with_open_instances(&self) -> Resolution<Id> {
+        let total = self.vmoves.len();
+        if !self.cancelled() && self.budget.may_retry() {
+            return Resolution::Retry {
+                message: format!(
+                    "{}; retrying (attempt {})",
+                    self.open.describe(total, self.end),
+                    self.budget.attempt + 1
+                ),
+                retry: self.ids(|v| v.unresolved() || v.failed_transiently()),
+            };
+        }
+        if self.budget.may_reconcile() {
+            return Resolution::Reconcile {
+                message: format!(
+                    "{}; reading what nova says before the verdict",
+                    self.open.describe(total, self.end)
+                ),
+                instances: self.ids(|v| v.unresolved() || v.failed()),
+            };
+        }
+        self.give_up(if self.cancelled() {
+            why_without_result(self.end)
+        } else {
+            format!(
+                "no result after {} attempt(s): {}",
+                self.budget.attempt,
+                why_without_result(self.end)
+            )
+        })
+    }
+
+    /// The notification fails; the instances without a result fail with
+    /// it, saying why.
+    fn give_up(&self, per_instance: String) -> Resolution<Id> {
+        let mut message = format!(
+            "{} of {} instances were not recovered: {per_instance}",
+            self.open.without_result.len() + self.failed.len(),
+            self.vmoves.len(),
+        );
+        append_failures(&mut message, self.failed);
+        Resolution::Failed {
+            message,
+            fail: self
+                .vmoves
+                .iter()
+                .filter(|v| v.unresolved())
+                .map(|v| (v.id.clone(), per_instance.clone()))
+                .collect(),
+        }
+    }
 }
 
 /// The verdict once every instance has its result.

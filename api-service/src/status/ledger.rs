@@ -271,65 +271,7 @@ impl RunLedger {
                 result,
                 start,
                 end,
-            } => {
-                let vmove = self.planned_mut(instance_id)?;
-                let (event, state, text) = match result {
-                    InstanceResult::Succeeded { dest_host, note } => (
-                        VMoveEvent::Succeed {
-                            at: *end,
-                            started: *start,
-                            dest_host: dest_host.clone(),
-                            note: note.clone(),
-                        },
-                        ProgressState::Succeeded,
-                        format!(
-                            "{} recovered on {}{}",
-                            vmove.instance_name,
-                            dest_host.as_deref().unwrap_or(&vmove.source_host),
-                            note.as_deref()
-                                .map(|n| format!(" ({n})"))
-                                .unwrap_or_default()
-                        ),
-                    ),
-                    InstanceResult::Failed { message, retryable } => (
-                        VMoveEvent::Fail {
-                            at: *end,
-                            started: *start,
-                            message: message.clone(),
-                            retryable: *retryable,
-                        },
-                        ProgressState::Failed,
-                        format!(
-                            "{} not recovered{}: {message}",
-                            vmove.instance_name,
-                            if *retryable { " yet" } else { "" }
-                        ),
-                    ),
-                    InstanceResult::Ignored { message } => (
-                        VMoveEvent::Ignore {
-                            at: *end,
-                            started: *start,
-                            message: message.clone(),
-                        },
-                        ProgressState::Skipped,
-                        format!("{} ignored: {message}", vmove.instance_name),
-                    ),
-                };
-                vmove
-                    .record
-                    .apply(event)
-                    .map_err(|e| Rejected(format!("instance {instance_id}: {e}")))?;
-                vmove.step = Some(Step::named("done"));
-                touched(applied, instance_id);
-                self.progress(
-                    applied,
-                    "recover_instance",
-                    state,
-                    text,
-                    *end,
-                    Some(instance_id),
-                );
-            }
+            } => self.finished(applied, instance_id, result, *start, *end)?,
             RunEvent::Progress {
                 task,
                 state,
@@ -353,74 +295,12 @@ impl RunLedger {
                 instance_id,
                 locked,
                 at,
-            } => {
-                let vmove = self.planned_mut(instance_id)?;
-                if vmove.lock_held != *locked {
-                    vmove.lock_held = *locked;
-                    applied.steps.push(StepTaken {
-                        instance_id: instance_id.clone(),
-                        step: if *locked { "locked" } else { "lock released" }.to_owned(),
-                        message: String::new(),
-                        at: *at,
-                    });
-                    touched(applied, instance_id);
-                }
-            }
+            } => self.lock_changed(applied, instance_id, *locked, *at)?,
             RunEvent::InstanceReconciled {
                 instance_id,
                 result,
                 at,
-            } => {
-                let vmove = self.planned_mut(instance_id)?;
-                let (reconciled, state, text) = match result {
-                    InstanceResult::Succeeded { dest_host, note } => {
-                        let note = note
-                            .clone()
-                            .unwrap_or_else(|| "nova shows it recovered".to_owned());
-                        let text = format!("{}: {note}", vmove.instance_name);
-                        (
-                            Reconciled::Recovered {
-                                dest_host: dest_host.clone(),
-                                note,
-                            },
-                            ProgressState::Succeeded,
-                            text,
-                        )
-                    }
-                    InstanceResult::Failed { message, retryable } => (
-                        Reconciled::NotRecovered {
-                            message: message.clone(),
-                            retryable: *retryable,
-                        },
-                        ProgressState::Failed,
-                        format!("{}: {message}", vmove.instance_name),
-                    ),
-                    InstanceResult::Ignored { message } => (
-                        Reconciled::Gone {
-                            message: message.clone(),
-                        },
-                        ProgressState::Skipped,
-                        format!("{}: {message}", vmove.instance_name),
-                    ),
-                };
-                match vmove.record.status() {
-                    // What Nova says counts where the engine gave no result
-                    // or failed; a success or an ignore stands.
-                    VMoveStatus::Succeeded | VMoveStatus::Ignored => {}
-                    _ => {
-                        vmove
-                            .record
-                            .apply(VMoveEvent::Reconcile {
-                                at: *at,
-                                result: reconciled,
-                            })
-                            .map_err(|e| Rejected(format!("instance {instance_id}: {e}")))?;
-                        vmove.step = Some(Step::named("reconciled"));
-                        touched(applied, instance_id);
-                    }
-                }
-                self.progress(applied, "reconcile", state, text, *at, Some(instance_id));
-            }
+            } => self.reconciled(applied, instance_id, result, *at)?,
             RunEvent::HostUpdate {
                 hostname,
                 on_maintenance,
@@ -432,6 +312,86 @@ impl RunLedger {
             }),
             RunEvent::Done(outcome) => applied.done = Some(outcome.clone()),
         }
+        Ok(())
+    }
+
+    /// An instance's one result in this run.
+    fn finished(
+        &mut self,
+        applied: &mut Applied,
+        instance_id: &InstanceId,
+        result: &InstanceResult,
+        start: Option<DateTime<Utc>>,
+        end: DateTime<Utc>,
+    ) -> Result<(), Rejected> {
+        let vmove = self.planned_mut(instance_id)?;
+        let (event, state, text) = finished_event(vmove, result, start, end);
+        vmove
+            .record
+            .apply(event)
+            .map_err(|e| Rejected(format!("instance {instance_id}: {e}")))?;
+        vmove.step = Some(Step::named("done"));
+        touched(applied, instance_id);
+        self.progress(
+            applied,
+            "recover_instance",
+            state,
+            text,
+            end,
+            Some(instance_id),
+        );
+        Ok(())
+    }
+
+    /// The engine took or let go of an instance's lock: a step of its
+    /// timeline when that changes what the notification holds.
+    fn lock_changed(
+        &mut self,
+        applied: &mut Applied,
+        instance_id: &InstanceId,
+        locked: bool,
+        at: DateTime<Utc>,
+    ) -> Result<(), Rejected> {
+        let vmove = self.planned_mut(instance_id)?;
+        if vmove.lock_held != locked {
+            vmove.lock_held = locked;
+            applied.steps.push(StepTaken {
+                instance_id: instance_id.clone(),
+                step: if locked { "locked" } else { "lock released" }.to_owned(),
+                message: String::new(),
+                at,
+            });
+            touched(applied, instance_id);
+        }
+        Ok(())
+    }
+
+    /// What Nova says of an instance: it replaces what the engine last saw,
+    /// unless the instance succeeded or was ignored already.
+    fn reconciled(
+        &mut self,
+        applied: &mut Applied,
+        instance_id: &InstanceId,
+        result: &InstanceResult,
+        at: DateTime<Utc>,
+    ) -> Result<(), Rejected> {
+        let vmove = self.planned_mut(instance_id)?;
+        let (reconciled, state, text) = reconciled_event(vmove, result);
+        match vmove.record.status() {
+            VMoveStatus::Succeeded | VMoveStatus::Ignored => {}
+            _ => {
+                vmove
+                    .record
+                    .apply(VMoveEvent::Reconcile {
+                        at,
+                        result: reconciled,
+                    })
+                    .map_err(|e| Rejected(format!("instance {instance_id}: {e}")))?;
+                vmove.step = Some(Step::named("reconciled"));
+                touched(applied, instance_id);
+            }
+        }
+        self.progress(applied, "reconcile", state, text, at, Some(instance_id));
         Ok(())
     }
 
@@ -482,6 +442,96 @@ impl RunLedger {
             time,
             instance_id: instance_id.map(InstanceId::to_string),
         });
+    }
+}
+
+/// The vmove event, progress state and text of an instance's result.
+fn finished_event(
+    vmove: &LedgerVMove,
+    result: &InstanceResult,
+    start: Option<DateTime<Utc>>,
+    end: DateTime<Utc>,
+) -> (VMoveEvent, ProgressState, String) {
+    match result {
+        InstanceResult::Succeeded { dest_host, note } => (
+            VMoveEvent::Succeed {
+                at: end,
+                started: start,
+                dest_host: dest_host.clone(),
+                note: note.clone(),
+            },
+            ProgressState::Succeeded,
+            format!(
+                "{} recovered on {}{}",
+                vmove.instance_name,
+                dest_host.as_deref().unwrap_or(&vmove.source_host),
+                note.as_deref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
+            ),
+        ),
+        InstanceResult::Failed { message, retryable } => (
+            VMoveEvent::Fail {
+                at: end,
+                started: start,
+                message: message.clone(),
+                retryable: *retryable,
+            },
+            ProgressState::Failed,
+            format!(
+                "{} not recovered{}: {message}",
+                vmove.instance_name,
+                if *retryable { " yet" } else { "" }
+            ),
+        ),
+        InstanceResult::Ignored { message } => (
+            VMoveEvent::Ignore {
+                at: end,
+                started: start,
+                message: message.clone(),
+            },
+            ProgressState::Skipped,
+            format!("{} ignored: {message}", vmove.instance_name),
+        ),
+    }
+}
+
+/// Nova's truth of an instance as a reconcile run reported it, its
+/// progress state and text.
+fn reconciled_event(
+    vmove: &LedgerVMove,
+    result: &InstanceResult,
+) -> (Reconciled, ProgressState, String) {
+    match result {
+        InstanceResult::Succeeded { dest_host, note } => {
+            let note = note
+                .clone()
+                .unwrap_or_else(|| "nova shows it recovered".to_owned());
+            let text = format!("{}: {note}", vmove.instance_name);
+            (
+                Reconciled::Recovered {
+                    dest_host: dest_host.clone(),
+                    note,
+                },
+                ProgressState::Succeeded,
+                text,
+            )
+        }
+        InstanceResult::Failed { message, retryable } => (
+            Reconciled::NotRecovered {
+                message: message.clone(),
+                retryable: *retryable,
+            },
+            ProgressState::Failed,
+            format!("{}: {message}", vmove.instance_name),
+        ),
+        InstanceResult::Ignored { message } => (
+            Reconciled::Gone {
+                message: message.clone(),
+            },
+            ProgressState::Skipped,
+            format!("{}: {message}", vmove.instance_name),
+        ),
     }
 }
 

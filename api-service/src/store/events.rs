@@ -16,7 +16,7 @@ use sea_orm::{
 };
 
 use super::entity::{host, instance_step, progress_event, vmove};
-use super::runs::{notification_row, run_state, write_state};
+use super::run_state::{notification_row, run_state, write_state};
 use super::vmoves::{to_record, to_vmove};
 use super::{Error, Result, Store, parse_enum};
 use crate::domain::{

@@ -9,6 +9,7 @@ mod events;
 mod hosts;
 mod intake;
 mod notifications;
+mod run_state;
 mod runs;
 mod segments;
 mod vmoves;

@@ -116,6 +116,13 @@ pub async fn spawn_app_with(backend: Backend, tune: impl FnOnce(&mut Settings)) 
     })
 }
 
+/// Every report a test sends counts on its own: no duplicate window, no
+/// flapping guard.
+pub fn every_report_counts(settings: &mut Settings) {
+    settings.intake.duplicate_window = std::time::Duration::ZERO;
+    settings.intake.flapping_failures = 0;
+}
+
 pub fn segment_request(name: &str) -> pb::CreateSegmentRequest {
     pb::CreateSegmentRequest {
         name: name.to_owned(),

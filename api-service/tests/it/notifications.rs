@@ -20,6 +20,7 @@ on_every_backend!(
     reports_sent_together_are_kept_exactly_once,
     disabled_segments_store_ignored_notifications,
     unfinished_notifications_lock_their_segment_and_hosts,
+    maintenance_waits_for_the_hosts_own_notifications_only,
     list_newest_first_with_filters
 );
 
@@ -364,13 +365,34 @@ async fn unfinished_notifications_lock_their_segment_and_hosts(backend: Backend)
         "unfinished",
     );
     assert_eq!(snapshot(&mut app).await, before);
-    // Maintenance is per host: the host with the unfinished notification
-    // keeps its flag, the other host's changes.
-    let this_host = hosts.iter().find(|h| h.name == "compute-01").unwrap();
+    app.stop().await;
+}
+
+/// Maintenance is per host: the host with the unfinished notification
+/// keeps its flag, another host of its segment changes its own.
+async fn maintenance_waits_for_the_hosts_own_notifications_only(backend: Backend) {
+    let Some(mut app) = spawn_app(backend).await else {
+        return;
+    };
+    segment_with_hosts(&mut app, "rack-a", &["compute-01", "compute-02"]).await;
+    let n = app
+        .notifications
+        .create_notification(host_down("compute-01"))
+        .await
+        .unwrap()
+        .into_inner();
+    let hosts = app
+        .hosts
+        .list_hosts(pb::ListHostsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .hosts;
+    let host = |name: &str| hosts.iter().find(|h| h.name == name).unwrap().id.clone();
     assert_status(
         app.hosts
             .update_host(pb::UpdateHostRequest {
-                id: this_host.id.clone(),
+                id: host("compute-01"),
                 on_maintenance: Some(true),
                 ..Default::default()
             })
@@ -381,7 +403,7 @@ async fn unfinished_notifications_lock_their_segment_and_hosts(backend: Backend)
     let changed = app
         .hosts
         .update_host(pb::UpdateHostRequest {
-            id: other_host.id.clone(),
+            id: host("compute-02"),
             on_maintenance: Some(true),
             ..Default::default()
         })

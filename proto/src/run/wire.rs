@@ -4,12 +4,15 @@
 //! [`ProtocolError`] naming the event and the field, never a half-read
 //! record; over-long messages are cut, not refused.
 
+mod start;
+
+pub use start::{ack, cancel, start_request};
+
 use chrono::{DateTime, Utc};
 
 use super::{
-    InstanceId, InstanceRef, InstanceResult, NotificationType, PlannedInstance, PriorState,
-    ProgressState, RecoveryMethod, ReservedHost, RunEvent, RunId, RunKind, RunOutcome,
-    SequencedEvent, StartRun, VMoveType,
+    InstanceId, InstanceResult, PlannedInstance, PriorState, ProgressState, RunEvent, RunId,
+    RunKind, RunOutcome, SequencedEvent, VMoveType,
 };
 use crate::ConversionError;
 use crate::engine::v1 as pb;
@@ -185,7 +188,10 @@ const RECONCILED: ResultFields = ResultFields {
     dest_host: "instance_reconciled.dest_host",
 };
 
-fn prior_state(field: &'static str, value: i32) -> Result<Option<PriorState>, ConversionError> {
+pub(super) fn prior_state(
+    field: &'static str,
+    value: i32,
+) -> Result<Option<PriorState>, ConversionError> {
     match pb::PriorState::try_from(value) {
         Ok(pb::PriorState::Unspecified) => Ok(None),
         Ok(pb::PriorState::Active) => Ok(Some(PriorState::Active)),
@@ -195,7 +201,7 @@ fn prior_state(field: &'static str, value: i32) -> Result<Option<PriorState>, Co
     }
 }
 
-fn prior_state_wire(state: Option<PriorState>) -> i32 {
+pub(super) fn prior_state_wire(state: Option<PriorState>) -> i32 {
     (match state {
         None => pb::PriorState::Unspecified,
         Some(PriorState::Active) => pb::PriorState::Active,
@@ -204,7 +210,7 @@ fn prior_state_wire(state: Option<PriorState>) -> i32 {
     }) as i32
 }
 
-fn run_kind(kind: RunKind) -> pb::RunKind {
+pub(super) fn run_kind(kind: RunKind) -> pb::RunKind {
     match kind {
         RunKind::Recover => pb::RunKind::Recover,
         RunKind::Reconcile => pb::RunKind::Reconcile,
@@ -324,7 +330,7 @@ impl Checker {
     }
 }
 
-fn timestamp(at: DateTime<Utc>) -> Option<prost_types::Timestamp> {
+pub(super) fn timestamp(at: DateTime<Utc>) -> Option<prost_types::Timestamp> {
     Some(crate::time::timestamp(at))
 }
 
@@ -359,21 +365,77 @@ fn wire_result(result: InstanceResult) -> WireResult {
     }
 }
 
+/// The wire form of the engine's closing word.
+fn done(outcome: RunOutcome) -> pb::Done {
+    let (outcome, message, retryable) = match outcome {
+        RunOutcome::Completed { message } => (pb::RunOutcome::Completed, message, false),
+        RunOutcome::Failed { message, retryable } => (pb::RunOutcome::Failed, message, retryable),
+        RunOutcome::Ignored { message } => (pb::RunOutcome::Ignored, message, false),
+        RunOutcome::Cancelled { message } => (pb::RunOutcome::Cancelled, message, false),
+    };
+    pb::Done {
+        outcome: outcome as i32,
+        message,
+        retryable,
+    }
+}
+
+/// The wire form of a plan.
+fn plan(instances: Vec<PlannedInstance>) -> pb::Plan {
+    pb::Plan {
+        instances: instances
+            .into_iter()
+            .map(|i| pb::PlannedInstance {
+                instance_id: i.instance_id.into_string(),
+                instance_name: i.instance_name,
+                source_host: i.source_host,
+                r#type: i32::from(i.vmove_type),
+                prior_state: prior_state_wire(i.prior_state),
+            })
+            .collect(),
+    }
+}
+
+/// The wire form of an instance's result in a run.
+fn finished(
+    instance_id: InstanceId,
+    result: InstanceResult,
+    start: Option<DateTime<Utc>>,
+    end: DateTime<Utc>,
+) -> pb::InstanceFinished {
+    let wire = wire_result(result);
+    pb::InstanceFinished {
+        instance_id: instance_id.into_string(),
+        result: wire.result as i32,
+        dest_host: wire.dest_host,
+        start_time: start.and_then(timestamp),
+        end_time: timestamp(end),
+        message: wire.message,
+        retryable: wire.retryable,
+    }
+}
+
+/// The wire form of Nova's truth of an instance.
+fn reconciled(
+    instance_id: InstanceId,
+    result: InstanceResult,
+    at: DateTime<Utc>,
+) -> pb::InstanceReconciled {
+    let wire = wire_result(result);
+    pb::InstanceReconciled {
+        instance_id: instance_id.into_string(),
+        result: wire.result as i32,
+        dest_host: wire.dest_host,
+        message: wire.message,
+        retryable: wire.retryable,
+        time: timestamp(at),
+    }
+}
+
 fn body(event: RunEvent) -> pb::run_event::Body {
     use pb::run_event::Body;
     match event {
-        RunEvent::Plan(instances) => Body::Plan(pb::Plan {
-            instances: instances
-                .into_iter()
-                .map(|i| pb::PlannedInstance {
-                    instance_id: i.instance_id.into_string(),
-                    instance_name: i.instance_name,
-                    source_host: i.source_host,
-                    r#type: i32::from(i.vmove_type),
-                    prior_state: prior_state_wire(i.prior_state),
-                })
-                .collect(),
-        }),
+        RunEvent::Plan(instances) => Body::Plan(plan(instances)),
         RunEvent::InstanceStarted { instance_id, at } => {
             Body::InstanceStarted(pb::InstanceStarted {
                 instance_id: instance_id.into_string(),
@@ -396,18 +458,7 @@ fn body(event: RunEvent) -> pb::run_event::Body {
             result,
             start,
             end,
-        } => {
-            let wire = wire_result(result);
-            Body::InstanceFinished(pb::InstanceFinished {
-                instance_id: instance_id.into_string(),
-                result: wire.result as i32,
-                dest_host: wire.dest_host,
-                start_time: start.and_then(timestamp),
-                end_time: timestamp(end),
-                message: wire.message,
-                retryable: wire.retryable,
-            })
-        }
+        } => Body::InstanceFinished(finished(instance_id, result, start, end)),
         RunEvent::LockChanged {
             instance_id,
             locked,
@@ -421,17 +472,7 @@ fn body(event: RunEvent) -> pb::run_event::Body {
             instance_id,
             result,
             at,
-        } => {
-            let wire = wire_result(result);
-            Body::InstanceReconciled(pb::InstanceReconciled {
-                instance_id: instance_id.into_string(),
-                result: wire.result as i32,
-                dest_host: wire.dest_host,
-                message: wire.message,
-                retryable: wire.retryable,
-                time: timestamp(at),
-            })
-        }
+        } => Body::InstanceReconciled(reconciled(instance_id, result, at)),
         RunEvent::Progress {
             task,
             state,
@@ -454,166 +495,7 @@ fn body(event: RunEvent) -> pb::run_event::Body {
             on_maintenance,
             reserved,
         }),
-        RunEvent::Done(outcome) => {
-            let (outcome, message, retryable) = match outcome {
-                RunOutcome::Completed { message } => (pb::RunOutcome::Completed, message, false),
-                RunOutcome::Failed { message, retryable } => {
-                    (pb::RunOutcome::Failed, message, retryable)
-                }
-                RunOutcome::Ignored { message } => (pb::RunOutcome::Ignored, message, false),
-                RunOutcome::Cancelled { message } => (pb::RunOutcome::Cancelled, message, false),
-            };
-            Body::Done(pb::Done {
-                outcome: outcome as i32,
-                message,
-                retryable,
-            })
-        }
-    }
-}
-
-impl From<StartRun> for pb::StartRun {
-    fn from(start: StartRun) -> Self {
-        pb::StartRun {
-            run_id: start.run_id.into_string(),
-            attempt: start.attempt,
-            notification: Some(pb::Notification {
-                id: start.notification_id,
-                r#type: i32::from(start.notification_type),
-                hostname: start.hostname,
-                payload: start.payload.into_iter().collect(),
-                generated_time: start.generated_time.and_then(timestamp),
-            }),
-            segment: Some(pb::Segment {
-                id: start.segment_id,
-                name: start.segment_name,
-                recovery_method: i32::from(start.recovery_method),
-                service_type: start.service_type,
-            }),
-            reserved_hosts: start
-                .reserved_hosts
-                .into_iter()
-                .map(|h| pb::ReservedHost {
-                    id: h.id,
-                    name: h.name,
-                })
-                .collect(),
-            instances: start
-                .instances
-                .into_iter()
-                .map(|r| pb::InstanceRef {
-                    instance_id: r.instance_id.into_string(),
-                    instance_name: r.instance_name,
-                    source_host: r.source_host,
-                    prior_state: prior_state_wire(r.prior_state),
-                })
-                .collect(),
-            kind: run_kind(start.run_kind) as i32,
-        }
-    }
-}
-
-impl TryFrom<pb::StartRun> for StartRun {
-    type Error = ConversionError;
-
-    fn try_from(start: pb::StartRun) -> Result<Self, Self::Error> {
-        if start.run_id.is_empty() {
-            return Err(ConversionError::MissingField("start_run.run_id"));
-        }
-        let notification = start
-            .notification
-            .ok_or(ConversionError::MissingField("start_run.notification"))?;
-        let segment = start
-            .segment
-            .ok_or(ConversionError::MissingField("start_run.segment"))?;
-        if notification.hostname.is_empty() {
-            return Err(ConversionError::MissingField(
-                "start_run.notification.hostname",
-            ));
-        }
-        let run_kind = match pb::RunKind::try_from(start.kind) {
-            Ok(pb::RunKind::Unspecified | pb::RunKind::Recover) => RunKind::Recover,
-            Ok(pb::RunKind::Reconcile) => RunKind::Reconcile,
-            Ok(pb::RunKind::ReleaseLocks) => RunKind::ReleaseLocks,
-            Err(_) => {
-                return Err(ConversionError::UnexpectedEnumVariant {
-                    field: "start_run.kind",
-                    value: start.kind,
-                });
-            }
-        };
-        let instances = start
-            .instances
-            .into_iter()
-            .map(|i| {
-                if i.instance_id.is_empty() {
-                    return Err(ConversionError::MissingField(
-                        "start_run.instances.instance_id",
-                    ));
-                }
-                Ok(InstanceRef {
-                    prior_state: prior_state("start_run.instances.prior_state", i.prior_state)?,
-                    instance_id: InstanceId::from(i.instance_id),
-                    instance_name: i.instance_name,
-                    source_host: i.source_host,
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(StartRun {
-            run_id: RunId::from(start.run_id),
-            attempt: start.attempt.max(1),
-            run_kind,
-            notification_id: notification.id,
-            notification_type: NotificationType::from_wire(
-                "start_run.notification.type",
-                notification.r#type,
-            )?,
-            hostname: notification.hostname,
-            payload: notification.payload.into_iter().collect(),
-            generated_time: crate::time::optional(
-                "start_run.notification.generated_time",
-                notification.generated_time,
-            )?,
-            segment_id: segment.id,
-            segment_name: segment.name,
-            recovery_method: RecoveryMethod::from_wire(
-                "start_run.segment.recovery_method",
-                segment.recovery_method,
-            )?,
-            service_type: segment.service_type,
-            reserved_hosts: start
-                .reserved_hosts
-                .into_iter()
-                .map(|h| ReservedHost {
-                    id: h.id,
-                    name: h.name,
-                })
-                .collect(),
-            instances,
-        })
-    }
-}
-
-/// The API's request to start `start`.
-pub fn start_request(start: StartRun) -> pb::RecoverRequest {
-    pb::RecoverRequest {
-        body: Some(pb::recover_request::Body::StartRun(start.into())),
-    }
-}
-
-/// The API's acknowledgement of every event up to `sequence`.
-pub fn ack(sequence: u64) -> pb::RecoverRequest {
-    pb::RecoverRequest {
-        body: Some(pb::recover_request::Body::Ack(pb::Ack { sequence })),
-    }
-}
-
-/// The API's request to stop the run, saying why.
-pub fn cancel(reason: &str) -> pb::RecoverRequest {
-    pb::RecoverRequest {
-        body: Some(pb::recover_request::Body::Cancel(pb::Cancel {
-            reason: reason.to_owned(),
-        })),
+        RunEvent::Done(outcome) => Body::Done(done(outcome)),
     }
 }
 

@@ -490,37 +490,14 @@ proptest! {
             };
             let resolution = resolve(&run.end, kind, &views, budget);
             t += 1;
-            match &resolution {
-                Resolution::Retry { retry, .. } => {
-                    prop_assert!(budget.window_open && budget.attempt < budget.max_attempts, "retry past the budget");
-                    for id in retry {
-                        records[*id].apply(VMoveEvent::Retry).expect("only unresolved or passing failures are retried");
-                    }
-                }
-                Resolution::Reconcile { instances, .. } => {
-                    // The reconcile run that follows reads Nova (the next
-                    // run's end stands for how it ended).
-                    let next = runs.get(n + 1);
-                    if let Some(next) = next
-                        && matches!(next.end, RunEnd::Done(RunOutcome::Completed { .. }))
-                    {
-                        reconcile(&mut records, instances, &truth, next.nova_readable, t);
-                        if next.nova_readable {
-                            for id in instances {
-                                read_by_nova[*id] = true;
-                            }
-                        }
-                    }
-                }
-                Resolution::Failed { fail, .. } => {
-                    for (id, message) in fail {
-                        records[*id]
-                            .apply(VMoveEvent::Fail { started: None, at: at(t), message: message.clone(), retryable: false })
-                            .expect("only unresolved vmoves are failed");
-                    }
-                }
-                Resolution::Finished { .. } | Resolution::Ignored { .. } => {}
+            if let Resolution::Retry { .. } = &resolution {
+                prop_assert!(budget.window_open && budget.attempt < budget.max_attempts, "retry past the budget");
             }
+            let reconciled = runs
+                .get(n + 1)
+                .filter(|next| matches!(next.end, RunEnd::Done(RunOutcome::Completed { .. })))
+                .map(|next| next.nova_readable);
+            apply_resolution(&resolution, &mut records, &truth, reconciled, &mut read_by_nova, t);
             let next = status.on(resolution.event()).expect("a running notification takes any resolution");
             prop_assert_eq!(next, resolution.status());
             status = next;
@@ -531,20 +508,91 @@ proptest! {
         }
 
         prop_assert!(status.is_terminal(), "not terminal after {} runs: {}", runs.len(), status);
-        for (record, (truth, read)) in records.iter().zip(truth.iter().zip(&read_by_nova)) {
-            prop_assert!(record.status().is_resolved(), "terminal notification with a {} vmove", record.status());
-            if record.status() == VMoveStatus::Failed {
-                prop_assert!(record.end_time().is_some(), "failed vmove without end time");
-                prop_assert!(record.message().is_some_and(|m| !m.is_empty()), "failed vmove without message");
-                // No message contradicts Nova.
-                prop_assert!(!(*truth && *read), "an instance Nova shows recovered ended failed");
+        check_terminal(status, &records, &truth, &read_by_nova)?;
+    }
+}
+
+/// The invariants of a terminal notification with `records`, given what
+/// Nova shows (`truth`) and which instances a reconcile read (`read`).
+fn check_terminal(
+    status: NotificationStatus,
+    records: &[VMoveRecord],
+    truth: &[bool],
+    read: &[bool],
+) -> Result<(), TestCaseError> {
+    for (record, (truth, read)) in records.iter().zip(truth.iter().zip(read)) {
+        prop_assert!(
+            record.status().is_resolved(),
+            "terminal notification with a {} vmove",
+            record.status()
+        );
+        if record.status() == VMoveStatus::Failed {
+            prop_assert!(record.end_time().is_some(), "failed vmove without end time");
+            prop_assert!(
+                record.message().is_some_and(|m| !m.is_empty()),
+                "failed vmove without message"
+            );
+            // No message contradicts Nova.
+            prop_assert!(
+                !(*truth && *read),
+                "an instance Nova shows recovered ended failed"
+            );
+        }
+    }
+    if status == NotificationStatus::Finished {
+        prop_assert!(
+            records
+                .iter()
+                .all(|r| matches!(r.status(), VMoveStatus::Succeeded | VMoveStatus::Ignored))
+        );
+    }
+    if records.iter().any(|r| r.status() == VMoveStatus::Failed) {
+        prop_assert_eq!(status, NotificationStatus::Failed);
+    }
+    Ok(())
+}
+
+/// What a resolution does to the records: retried instances back to
+/// pending, failed ones failed; a reconcile's follow-up run reads Nova
+/// (`reconciled`: whether it could, when that run completes).
+fn apply_resolution(
+    resolution: &Resolution<usize>,
+    records: &mut [VMoveRecord],
+    truth: &[bool],
+    reconciled: Option<bool>,
+    read_by_nova: &mut [bool],
+    t: i64,
+) {
+    match resolution {
+        Resolution::Retry { retry, .. } => {
+            for id in retry {
+                records[*id]
+                    .apply(VMoveEvent::Retry)
+                    .expect("only unresolved or passing failures are retried");
             }
         }
-        if status == NotificationStatus::Finished {
-            prop_assert!(records.iter().all(|r| matches!(r.status(), VMoveStatus::Succeeded | VMoveStatus::Ignored)));
+        Resolution::Reconcile { instances, .. } => {
+            if let Some(readable) = reconciled {
+                reconcile(records, instances, truth, readable, t);
+                if readable {
+                    for id in instances {
+                        read_by_nova[*id] = true;
+                    }
+                }
+            }
         }
-        if records.iter().any(|r| r.status() == VMoveStatus::Failed) {
-            prop_assert_eq!(status, NotificationStatus::Failed);
+        Resolution::Failed { fail, .. } => {
+            for (id, message) in fail {
+                records[*id]
+                    .apply(VMoveEvent::Fail {
+                        started: None,
+                        at: at(t),
+                        message: message.clone(),
+                        retryable: false,
+                    })
+                    .expect("only unresolved vmoves are failed");
+            }
         }
+        Resolution::Finished { .. } | Resolution::Ignored { .. } => {}
     }
 }

@@ -343,28 +343,9 @@ proptest! {
                     continue;
                 }
             }
-            let mut ends = if matches!(outcome, Outcome::Unreachable) {
-                now
-            } else {
-                now + chrono::Duration::seconds(i64::from(*took))
-            };
-            let mut end = match outcome {
-                Outcome::EngineLost | Outcome::Unreachable => RunEnd::engine_lost("stream reset"),
-                _ => RunEnd::Done(RunOutcome::Completed { message: String::new() }),
-            };
-            if let Some((deadline, reason)) = claimed.cancel_at(&policy)
-                && ends > deadline
-            {
-                ends = deadline;
-                end = RunEnd::Done(RunOutcome::Cancelled { message: reason.to_owned() });
-            }
-            let cancelled = matches!(end, RunEnd::Done(RunOutcome::Cancelled { .. }));
-            if !cancelled && status != VMoveStatus::Succeeded {
-                status = match (outcome, kind) {
-                    (Outcome::Recovered, _) => VMoveStatus::Succeeded,
-                    (Outcome::StillFailing, _) => VMoveStatus::Failed,
-                    _ => status,
-                };
+            let (ends, end) = how_it_ends(&claimed, outcome, *took, now, &policy);
+            if !matches!(end, RunEnd::Done(RunOutcome::Cancelled { .. })) {
+                status = instance_after(status, outcome);
             }
             let view = [VMoveView {
                 id: 0,
@@ -396,5 +377,49 @@ proptest! {
             }
         }
         prop_assert!(state.status.is_terminal(), "no verdict: {:?}", state);
+    }
+}
+
+/// When and how a run claimed at `now` ends: after `took` seconds with
+/// `outcome`, or cancelled at its deadline if that comes first.
+fn how_it_ends(
+    claimed: &RunState,
+    outcome: &Outcome,
+    took: u32,
+    now: DateTime<Utc>,
+    policy: &RunPolicy,
+) -> (DateTime<Utc>, RunEnd) {
+    let (ends, end) = match outcome {
+        Outcome::Unreachable => (now, RunEnd::engine_lost("refused")),
+        Outcome::EngineLost => (
+            now + chrono::Duration::seconds(i64::from(took)),
+            RunEnd::engine_lost("stream reset"),
+        ),
+        Outcome::StillFailing | Outcome::Recovered => (
+            now + chrono::Duration::seconds(i64::from(took)),
+            RunEnd::Done(RunOutcome::Completed {
+                message: String::new(),
+            }),
+        ),
+    };
+    match claimed.cancel_at(policy) {
+        Some((deadline, reason)) if ends > deadline => (
+            deadline,
+            RunEnd::Done(RunOutcome::Cancelled {
+                message: reason.to_owned(),
+            }),
+        ),
+        _ => (ends, end),
+    }
+}
+
+/// The instance's status after a run that was not cancelled: a success
+/// stands.
+fn instance_after(status: VMoveStatus, outcome: &Outcome) -> VMoveStatus {
+    match (status, outcome) {
+        (VMoveStatus::Succeeded, _) => status,
+        (_, Outcome::Recovered) => VMoveStatus::Succeeded,
+        (_, Outcome::StillFailing) => VMoveStatus::Failed,
+        (_, Outcome::EngineLost | Outcome::Unreachable) => status,
     }
 }

@@ -55,7 +55,9 @@ const PLANNABLE: [&str; 4] = ["i0", "i1", "i2", "i3"];
 const INSTANCES: [&str; 5] = ["i0", "i1", "i2", "i3", "ghost"];
 /// A host that exists (its flags may change) and one that does not.
 const HOSTS: [&str; 2] = ["spare-01", "nowhere"];
-/// Longest kept message (`dispatch::convert::MAX_MESSAGE`).
+/// An evacuation, on the wire.
+const EVACUATION: i32 = pb::VmoveType::Evacuation as i32;
+/// Longest kept message (`instanceha_proto::run::wire::MAX_MESSAGE`).
 const MAX_MESSAGE: usize = 4096;
 
 // ---- the model ------------------------------------------------------------------
@@ -381,14 +383,9 @@ async fn claimed(store: &Store, hostname: &str) -> (NotificationId, String) {
 fn policy(max_attempts: u32) -> RunPolicy {
     RunPolicy {
         lease: LEASE,
-        retry_window: Duration::from_secs(3600),
-        verdict_grace: Duration::from_secs(3600),
+        retry_window: LEASE,
         max_attempts,
-        retry_backoff: instanceha_runtime::backoff::Backoff::new(
-            Duration::from_secs(5),
-            Duration::from_secs(120),
-        )
-        .exact(),
+        ..instanceha_api::dispatch::DispatchSettings::default().run_policy()
     }
 }
 
@@ -713,11 +710,7 @@ fn message(run_id: &str, sequence: u64, event: &Ev, wire: Wire) -> epb::RunEvent
                     instance_id: id(i),
                     instance_name: long(&format!("vm-{i}")),
                     source_host: "compute-01".to_owned(),
-                    r#type: if wire == UnknownEnum {
-                        99
-                    } else {
-                        pb::VmoveType::Evacuation as i32
-                    },
+                    r#type: if wire == UnknownEnum { 99 } else { EVACUATION },
                     prior_state: epb::PriorState::Active as i32,
                 })
                 .collect(),
@@ -1000,8 +993,7 @@ fn dispatcher_persists_or_refuses_what_a_bad_engine_sends() {
             s.dispatch.engine_url = format!("http://{engine_addr}");
             s.dispatch.max_attempts = 1;
             s.dispatch.scan_interval = Duration::from_secs(3600);
-            s.intake.duplicate_window = Duration::ZERO;
-            s.intake.flapping_failures = 0;
+            crate::helpers::every_report_counts(s);
         }))
         .expect("SQLite is always there");
     rt.block_on(hosts(&mut app));

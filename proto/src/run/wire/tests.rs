@@ -2,6 +2,7 @@
 //! what the engine may send wrong is refused naming the field.
 
 use super::*;
+use crate::run::{InstanceRef, NotificationType, RecoveryMethod, ReservedHost, StartRun};
 
 fn event(body: pb::run_event::Body) -> pb::RunEvent {
     pb::RunEvent {
