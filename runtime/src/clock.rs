@@ -112,7 +112,10 @@ mod tests {
     fn arithmetic_saturates_and_never_goes_negative() {
         let now = Utc::now();
         assert_eq!(plus(now, Duration::MAX), DateTime::<Utc>::MAX_UTC);
-        assert_eq!(until(now, now - chrono::Duration::seconds(5)), Duration::ZERO);
+        assert_eq!(
+            until(now, now - chrono::Duration::seconds(5)),
+            Duration::ZERO
+        );
         assert_eq!(
             until(now, now + chrono::Duration::seconds(5)),
             Duration::from_secs(5)
