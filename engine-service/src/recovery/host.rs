@@ -159,6 +159,7 @@ impl Run {
             self.openstack().clone(),
             host.clone(),
             self.settings().migration_poll_interval,
+            self.settings().poll_interval,
         ));
         let (service, listed, watch) =
             tokio::join!(self.take_failed_service_down(&host), listing, watching);

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
+use super::services::ServiceWatch;
 use crate::workflow::evacuation;
 use openstack_client::OpenStack;
 use openstack_client::nova::Migration;
@@ -33,6 +34,9 @@ pub struct MigrationWatch {
     /// Whether `baseline` was read; if not, workers read their own.
     baseline_read: bool,
     poller: JoinHandle<()>,
+    /// The destinations' nova-compute services, for the workers judging
+    /// a quiet evacuation.
+    services: Arc<ServiceWatch>,
 }
 
 impl Drop for MigrationWatch {
@@ -43,8 +47,15 @@ impl Drop for MigrationWatch {
 
 impl MigrationWatch {
     /// Reads the current evacuations away from `source` (the baseline) and
-    /// starts polling every `interval`.
-    pub async fn start(openstack: OpenStack, source: String, interval: Duration) -> Self {
+    /// starts polling every `interval`; the destinations' services are
+    /// read every `service_interval` once a worker asks.
+    pub async fn start(
+        openstack: OpenStack,
+        source: String,
+        interval: Duration,
+        service_interval: Duration,
+    ) -> Self {
+        let services = Arc::new(ServiceWatch::new(openstack.clone(), service_interval));
         // Without the baseline the workers fall back to reading servers;
         // an outage of the migrations API must not stop a recovery.
         let (existing, baseline_read) = match openstack.evacuations_from(&source, None).await {
@@ -78,6 +89,7 @@ impl MigrationWatch {
             baseline,
             baseline_read,
             poller,
+            services,
         }
     }
 
@@ -92,6 +104,7 @@ impl MigrationWatch {
             unused_baseline: self.baseline_read.then_some(baseline),
             earlier_in_flight: newest.is_some_and(evacuation::in_flight),
             earlier_failed: newest.is_some_and(|m| matches!(m.status.as_str(), "error" | "failed")),
+            services: self.services.clone(),
         }
     }
 }
@@ -106,6 +119,7 @@ pub struct MigrationFollower {
     unused_baseline: Option<Option<i64>>,
     earlier_in_flight: bool,
     earlier_failed: bool,
+    services: Arc<ServiceWatch>,
 }
 
 impl MigrationFollower {
@@ -139,6 +153,11 @@ impl MigrationFollower {
     /// this recovery, whose failure put the instance in error.
     pub fn earlier_failed(&self) -> bool {
         self.earlier_failed
+    }
+
+    /// The run's shared watch of the destinations' nova-compute services.
+    pub fn services(&self) -> &ServiceWatch {
+        &self.services
     }
 
     /// Migrations older than `id` are not this run's (a retry re-baselines

@@ -4,12 +4,18 @@
 //! result, even if its worker panics, and every run ends with `Done`.
 
 mod evacuate;
+mod follow;
 mod host;
+mod lost;
 mod migrations;
 mod process;
 mod reconcile;
+mod repair;
 pub mod report;
+mod restore;
+mod services;
 mod vm;
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -27,6 +33,7 @@ pub use report::{
 
 use crate::workflow::selection::SelectionRules;
 use crate::workflow::targets::RecoveryMethod;
+use instanceha_runtime::clock::Clock;
 use openstack_client::nova::Server;
 use openstack_client::{self, OpenStack};
 
@@ -86,6 +93,8 @@ pub struct WorkflowSettings {
     pub poll_interval: Duration,
     pub migration_poll_interval: Duration,
     pub evacuation_timeout: Duration,
+    /// An evacuation quiet this long is judged for loss (`workflow::stall`).
+    pub stalled_evacuation_after: Duration,
     pub power_timeout: Duration,
     pub lock_reason_prefix: String,
     pub require_fencing: bool,
@@ -112,6 +121,8 @@ pub struct Engine {
     capacity: Arc<Semaphore>,
     /// Instances in recovery across all runs.
     in_recovery: Arc<AtomicUsize>,
+    /// The time of day, to compare with Nova's timestamps.
+    clock: Clock,
 }
 
 /// The run was cancelled (the API asked, or went away).
@@ -125,7 +136,15 @@ impl Engine {
             settings: Arc::new(settings),
             capacity: Arc::new(Semaphore::new(total_capacity.max(1))),
             in_recovery: Arc::default(),
+            clock: Clock::system(),
         }
+    }
+
+    /// The same engine reading the time of day from `clock` (tests on
+    /// paused time give Tokio's, which the simulated cloud follows).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     pub fn openstack(&self) -> &OpenStack {
@@ -189,6 +208,11 @@ impl Run {
 
     fn settings(&self) -> &WorkflowSettings {
         &self.engine.settings
+    }
+
+    /// The time of day now.
+    fn now(&self) -> DateTime<Utc> {
+        self.engine.clock.now()
     }
 
     /// `future`, or `Cancelled` if the run is cancelled first.

@@ -147,22 +147,26 @@ pub fn judge(
         server.host.as_deref().unwrap_or("?"),
         migration
             .map(describe)
-            .unwrap_or_else(|| "not yet created".to_owned())
+            .unwrap_or_else(|| "none seen yet".to_owned())
     ))
 }
 
-/// `m`'s id and status, and what an `accepted` one never scheduled means:
-/// real Nova leaves it so for good when nova-conductor dies holding the
-/// request (conformance/).
-fn describe(m: &Migration) -> String {
-    if m.status == "accepted" && m.dest_compute.is_none() && m.updated_at.is_none() {
-        format!(
-            "{} accepted and never scheduled (nova-conductor may have lost the request: \
-             check it, reset the instance's state and retry)",
+/// `m`'s id and status, and what Nova has not done yet: schedule it (no
+/// destination), claim it on its destination, or finish the rebuild there
+/// (the host moved and the migration `done`).
+pub fn describe(m: &Migration) -> String {
+    match (m.status.as_str(), m.dest_compute.as_deref()) {
+        ("accepted", None) => format!("{} accepted, not yet scheduled (no destination)", m.id),
+        ("accepted", Some(dest)) => format!(
+            "{} accepted for {dest}, not yet claimed by its nova-compute",
             m.id
-        )
-    } else {
-        format!("{} {}", m.id, m.status)
+        ),
+        ("pre-migrating", dest) => format!(
+            "{} pre-migrating on {}: the rebuild there has not finished (host not moved, migration not done)",
+            m.id,
+            dest.unwrap_or("?")
+        ),
+        (status, _) => format!("{} {status}", m.id),
     }
 }
 
@@ -212,7 +216,7 @@ pub fn truth(source: &str, server: &Server, newest: Option<&Migration>) -> Truth
             server.task_state.as_deref().unwrap_or("none"),
             newest
                 .map(describe)
-                .unwrap_or_else(|| "not yet created".to_owned())
+                .unwrap_or_else(|| "none found".to_owned())
         ));
     }
     let host = server.host.as_deref().unwrap_or("?");
@@ -322,21 +326,33 @@ mod tests {
     }
 
     #[test]
-    fn an_evacuation_never_scheduled_is_told_as_such() {
-        let lost = migration("accepted");
+    fn an_evacuation_in_flight_says_what_nova_has_not_done_yet() {
+        let accepted = migration("accepted");
         let Truth::InProgress(text) = truth(
             "compute-01",
             &server("active", Some("rebuilding"), "compute-01"),
-            Some(&lost),
+            Some(&accepted),
         ) else {
             panic!("a rebuilding instance is in progress");
         };
-        assert!(text.contains("7 accepted and never scheduled"), "{text}");
-        let scheduled = Migration {
+        assert!(text.contains("7 accepted, not yet scheduled"), "{text}");
+        let named = Migration {
             dest_compute: Some("compute-02".into()),
             ..migration("accepted")
         };
-        assert!(!describe(&scheduled).contains("never scheduled"));
+        assert!(
+            describe(&named).contains("not yet claimed by its nova-compute"),
+            "{}",
+            describe(&named)
+        );
+        let claimed = Migration {
+            dest_compute: Some("compute-02".into()),
+            ..migration("pre-migrating")
+        };
+        assert!(
+            describe(&claimed)
+                .contains("pre-migrating on compute-02: the rebuild there has not finished")
+        );
     }
 
     #[test]
