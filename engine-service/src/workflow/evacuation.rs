@@ -156,7 +156,7 @@ pub fn judge(
 /// (the host moved and the migration `done`).
 pub fn describe(m: &Migration) -> String {
     match (m.status.as_str(), m.dest_compute.as_deref()) {
-        ("accepted", None) => format!("{} accepted, not yet scheduled (no destination)", m.id),
+        ("accepted", None) => format!("{} accepted and never scheduled (no destination)", m.id),
         ("accepted", Some(dest)) => format!(
             "{} accepted for {dest}, not yet claimed by its nova-compute",
             m.id
@@ -335,7 +335,7 @@ mod tests {
         ) else {
             panic!("a rebuilding instance is in progress");
         };
-        assert!(text.contains("7 accepted, not yet scheduled"), "{text}");
+        assert!(text.contains("7 accepted and never scheduled"), "{text}");
         let named = Migration {
             dest_compute: Some("compute-02".into()),
             ..migration("accepted")

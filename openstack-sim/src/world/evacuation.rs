@@ -40,6 +40,9 @@ pub enum EvacuationPhase {
     Finishing,
     Done,
     Failed,
+    /// nova-conductor dropped it (the message bus went away while it scheduled): Nova's records
+    /// stay as they were, for good.
+    Lost,
 }
 
 /// The parts of a request the API validated.
@@ -124,6 +127,10 @@ pub struct EvacuationStats {
     pub ideal_makespan: Option<f64>,
     pub done: usize,
     pub failed: usize,
+    /// Lost by Nova for good: dropped by nova-conductor, or frozen on a destination whose
+    /// nova-compute died under it.
+    #[serde(default)]
+    pub lost: usize,
     pub in_progress: usize,
 }
 
@@ -252,8 +259,10 @@ impl World {
             .admin_pass
             .clone()
             .unwrap_or_else(|| generated_password(self));
+        // the cast to nova-conductor waits for a message bus that is down
+        let reaches_conductor = self.cast_to_conductor(t);
         self.schedule(
-            t.plus_secs(durations.schedule),
+            reaches_conductor.plus_secs(durations.schedule),
             EventKind::Evacuation {
                 migration_id,
                 step: EvacStep::Scheduled,
@@ -334,7 +343,22 @@ impl World {
         let Some(evac) = self.evacuations.get(&migration_id) else {
             return;
         };
-        if matches!(evac.phase, EvacuationPhase::Done | EvacuationPhase::Failed) {
+        if evac.frozen
+            || matches!(
+                evac.phase,
+                EvacuationPhase::Done | EvacuationPhase::Failed | EvacuationPhase::Lost
+            )
+        {
+            return;
+        }
+        if let Some(outage) = self.bus_outage_at(t) {
+            if step == EvacStep::Scheduled {
+                // the scheduling call nova-conductor makes meets the outage
+                self.conductor_call_lost(t, migration_id, &outage);
+            } else {
+                // the compute's next write waits for the bus
+                self.schedule(outage.end, EventKind::Evacuation { migration_id, step });
+            }
             return;
         }
         if !self.instances.contains_key(&evac.instance_id) {
@@ -358,6 +382,12 @@ impl World {
                 tracing::warn!(migration_id, dest = %dest, "rebuild stuck on a dead destination");
                 return;
             }
+        }
+        if let Some(expected) = expected_task_state(step)
+            && self.instances[&evac.instance_id].task_state != Some(expected)
+        {
+            self.unexpected_task_state(t, migration_id, step);
+            return;
         }
         match step {
             EvacStep::Scheduled => self.on_scheduled(t, migration_id),
@@ -425,9 +455,42 @@ impl World {
             wall,
             true,
         );
+        let alive = self.compute_alive(idx, t);
         let e = self.evacuations.get_mut(&migration_id).expect("present");
         e.dest = Some(dest.clone());
         e.scheduled_at = Some(t);
+        if alive {
+            self.receive_rebuild(t, migration_id);
+        } else {
+            // cast to a nova-compute that is not running: it waits in its queue
+            e.phase = EvacuationPhase::Queued;
+            self.rebuild_slots
+                .entry(dest)
+                .or_default()
+                .awaiting
+                .push_back(migration_id);
+        }
+    }
+
+    /// The destination's nova-compute receives the rebuild: it records its event at once, then
+    /// waits for a rebuild slot (Nova's resource tracker lock).
+    pub(crate) fn receive_rebuild(&mut self, t: SimTime, migration_id: u64) {
+        let wall = self.wall(t);
+        let e = &self.evacuations[&migration_id];
+        let (instance_id, request_id) = (e.instance_id.clone(), e.request_id.clone());
+        let dest = e.dest.clone().expect("scheduled");
+        if let Some(action) = self.action_mut(&instance_id, &request_id) {
+            action.events.push(ActionEvent {
+                event: "compute_rebuild_instance".into(),
+                start_time: wall,
+                finish_time: None,
+                result: None,
+                traceback: None,
+                host: Some(dest.clone()),
+                details: None,
+            });
+            action.updated_at = wall;
+        }
         let limit = self.settings.rebuild_concurrency;
         let slots = self.rebuild_slots.entry(dest).or_default();
         if slots.active < limit {
@@ -444,25 +507,10 @@ impl World {
 
     /// The destination compute takes the rebuild (a rebuild slot is already held).
     fn start_rebuild(&mut self, t: SimTime, migration_id: u64) {
-        let wall = self.wall(t);
         let e = self.evacuations.get_mut(&migration_id).expect("present");
         e.phase = EvacuationPhase::Claiming;
         e.rebuild_started_at = Some(t);
         let claim = e.durations.claim;
-        let (instance_id, request_id, dest) =
-            (e.instance_id.clone(), e.request_id.clone(), e.dest.clone());
-        if let Some(action) = self.action_mut(&instance_id, &request_id) {
-            action.events.push(ActionEvent {
-                event: "compute_rebuild_instance".into(),
-                start_time: wall,
-                finish_time: None,
-                result: None,
-                traceback: None,
-                host: dest,
-                details: None,
-            });
-            action.updated_at = wall;
-        }
         self.schedule(
             t.plus_secs(claim),
             EventKind::Evacuation {
@@ -502,6 +550,8 @@ impl World {
         m.dest_host = Some(ip);
         m.updated_at = Some(wall);
         let inst = self.instances.get_mut(&evac.instance_id).expect("present");
+        // the destination saves the power state it sees (no guest yet), then moves the volumes
+        inst.power_state = power_state::NOSTATE;
         inst.task_state = Some(TaskState::RebuildBlockDeviceMapping);
         inst.updated = wall;
         self.evacuations
@@ -583,7 +633,7 @@ impl World {
         let Some(e) = self.evacuations.get(&migration_id) else {
             return;
         };
-        if e.phase != EvacuationPhase::Stalled || e.stall_id != stall {
+        if e.frozen || e.phase != EvacuationPhase::Stalled || e.stall_id != stall {
             return;
         }
         let (volume, attachment) = self
@@ -797,14 +847,6 @@ impl World {
             return;
         };
         let wall = self.wall(t);
-        if let Some(inst) = self.instances.get_mut(&evac.instance_id)
-            && inst.task_state.is_some()
-            && evac.frozen
-        {
-            inst.vm_state = VmState::Error;
-            inst.task_state = None;
-            inst.updated = wall;
-        }
         let m = &mut self.migrations[(migration_id - 1) as usize];
         m.status = status;
         m.updated_at = Some(wall);
@@ -850,7 +892,11 @@ impl World {
         }
     }
 
-    fn action_mut(&mut self, instance_id: &str, request_id: &str) -> Option<&mut InstanceAction> {
+    pub(crate) fn action_mut(
+        &mut self,
+        instance_id: &str,
+        request_id: &str,
+    ) -> Option<&mut InstanceAction> {
         self.actions
             .get_mut(instance_id)?
             .iter_mut()
@@ -937,17 +983,45 @@ impl World {
         let ideal_makespan = ideal_makespan(&done, self.settings.rebuild_concurrency);
         let count = |p: EvacuationPhase| evacuations.iter().filter(|e| e.phase == p).count();
         let (done_n, failed_n) = (count(EvacuationPhase::Done), count(EvacuationPhase::Failed));
+        let lost_n = self
+            .evacuations
+            .values()
+            .filter(|e| e.frozen || e.phase == EvacuationPhase::Lost)
+            .count();
         EvacuationStats {
             sim_time: now.as_secs_f64(),
-            in_progress: evacuations.len() - done_n - failed_n,
+            in_progress: evacuations.len() - done_n - failed_n - lost_n,
             done: done_n,
             failed: failed_n,
+            lost: lost_n,
             evacuations,
             first_request_at,
             last_done_at,
             makespan,
             ideal_makespan,
         }
+    }
+}
+
+/// The task state the write of `step` expects (`instance.save(expected_task_state=...)` in
+/// `nova/compute/manager.py`): a rebuild whose expected state is gone (reset meanwhile) stops.
+pub(crate) fn expected_task_state(step: EvacStep) -> Option<TaskState> {
+    match step {
+        EvacStep::Claimed => Some(TaskState::Rebuilding),
+        EvacStep::BlockDevicesDone => Some(TaskState::RebuildBlockDeviceMapping),
+        EvacStep::Spawned => Some(TaskState::RebuildSpawning),
+        EvacStep::PoweredOff => Some(TaskState::PoweringOff),
+        EvacStep::Scheduled | EvacStep::HostChanged | EvacStep::Done => None,
+    }
+}
+
+/// The task state a step was writing when its expected one was gone: Nova writes it anyway
+/// with `vm_state` error (`_error_out_instance_on_exception` saves the pending change).
+pub(crate) fn pending_task_state(step: EvacStep) -> Option<TaskState> {
+    match step {
+        EvacStep::Claimed => Some(TaskState::Rebuilding),
+        EvacStep::BlockDevicesDone => Some(TaskState::RebuildSpawning),
+        _ => None,
     }
 }
 

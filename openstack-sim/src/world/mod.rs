@@ -1,6 +1,7 @@
 //! The simulated cloud's state and its discrete-event time model: one `World` holds Keystone's,
 //! Nova's and Cinder's data, and every timed change is an event applied lazily in time order.
 
+pub mod disruptions;
 pub mod evacuation;
 pub mod model;
 pub mod operations;
@@ -93,6 +94,15 @@ pub(crate) enum EventKind {
         host: usize,
         generation: u64,
     },
+    /// A killed nova-compute process starts again (`generation`: the kill's).
+    ComputeStart {
+        host: usize,
+        generation: u64,
+    },
+    /// nova-conductor's scheduling call of an evacuation, lost with the message bus, times out.
+    ConductorTimeout {
+        migration_id: u64,
+    },
 }
 
 /// Rebuilds running on, and queued for, one destination host.
@@ -100,6 +110,9 @@ pub(crate) enum EventKind {
 pub(crate) struct RebuildSlots {
     pub active: usize,
     pub queue: VecDeque<u64>,
+    /// Rebuilds nova-conductor cast to the host while its nova-compute was not running: they
+    /// wait in its message queue and run when it starts.
+    pub awaiting: VecDeque<u64>,
 }
 
 /// A non-compute Nova service (always up).
@@ -629,6 +642,12 @@ impl World {
                 stop,
             } => self.power_op_due(t, &instance_id, generation, stop),
             EventKind::HostBoot { host, generation } => self.host_booted(t, host, generation),
+            EventKind::ComputeStart { host, generation } => {
+                self.compute_restart_due(t, host, generation)
+            }
+            EventKind::ConductorTimeout { migration_id } => {
+                self.conductor_timed_out(t, migration_id)
+            }
         }
     }
 
@@ -738,6 +757,8 @@ impl World {
         host.heartbeat_origin = None;
         host.powered_on = false;
         host.power_generation += 1;
+        // the rebuilds its nova-compute was running die with it
+        self.freeze_rebuilds_on(t, name);
         tracing::info!(host = name, sim_time = t.as_secs_f64(), "host powered off");
         Ok(())
     }
@@ -778,8 +799,6 @@ impl World {
             return;
         }
         let name = self.hosts[idx].name.clone();
-        self.hosts[idx].heartbeat_origin = Some(t);
-        self.hosts[idx].heartbeat_phase = 0.0;
         let wall = self.wall(t);
 
         // the host clears the storage sessions it held
@@ -797,35 +816,7 @@ impl World {
         for volume_id in volume_ids {
             self.clear_host_sessions(&volume_id, &name, wall);
         }
-        // evacuations away from it: done -> completed
-        for m in &mut self.migrations {
-            if m.source_compute == name
-                && m.status == model::MigrationStatus::Done
-                && m.migration_type == "evacuation"
-            {
-                m.status = model::MigrationStatus::Completed;
-                m.updated_at = Some(wall);
-            }
-        }
-        // rebuilds that were running on it died with it
-        let frozen: Vec<u64> = self
-            .evacuations
-            .values()
-            .filter(|e| e.frozen && e.dest.as_deref() == Some(name.as_str()))
-            .map(|e| e.migration_id)
-            .collect();
-        for migration_id in frozen {
-            self.fail_evacuation(
-                t,
-                migration_id,
-                model::MigrationStatus::Failed,
-                "Instance was in a transitional state when its destination compute restarted",
-            );
-        }
-        // power operations that were waiting for the compute
-        for (instance_id, stop) in self.frozen_power_ops.remove(&name).unwrap_or_default() {
-            self.finish_power_op(t, &instance_id, stop);
-        }
+        self.compute_started(t, idx);
         // guests that were running are found shut off (resume_guests_state_on_host_boot=False)
         let ids: Vec<String> = self
             .instances
@@ -843,6 +834,31 @@ impl World {
             inst.power_state = power_state::SHUTDOWN;
             inst.updated = wall;
         }
+    }
+
+    /// nova-compute starts on a host (after a boot, or a restart of the process): it heartbeats,
+    /// completes the evacuations away from it, runs the rebuilds that waited in its queue and
+    /// the power operations it owed. Rebuilds a dead process was running are not resumed.
+    pub(crate) fn compute_started(&mut self, t: SimTime, idx: usize) {
+        let name = self.hosts[idx].name.clone();
+        self.hosts[idx].heartbeat_origin = Some(t);
+        self.hosts[idx].heartbeat_phase = 0.0;
+        let wall = self.wall(t);
+        // evacuations away from it: done -> completed
+        for m in &mut self.migrations {
+            if m.source_compute == name
+                && m.status == model::MigrationStatus::Done
+                && m.migration_type == "evacuation"
+            {
+                m.status = model::MigrationStatus::Completed;
+                m.updated_at = Some(wall);
+            }
+        }
+        // power operations that were waiting for the compute
+        for (instance_id, stop) in self.frozen_power_ops.remove(&name).unwrap_or_default() {
+            self.finish_power_op(t, &instance_id, stop);
+        }
+        self.deliver_awaiting_rebuilds(t, &name);
         tracing::info!(host = %name, sim_time = t.as_secs_f64(), "compute service started");
         self.recheck_stalls(t);
     }
