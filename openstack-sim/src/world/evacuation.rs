@@ -16,6 +16,8 @@ use crate::identity::Caller;
 /// The steps an evacuation's timed events drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EvacStep {
+    /// nova-conductor gets a request whose cast waited for the message bus.
+    Received,
     Scheduled,
     Claimed,
     BlockDevicesDone,
@@ -215,6 +217,9 @@ impl World {
             created_at: wall,
             updated_at: None,
         });
+        // the cast to nova-conductor waits for a message bus that is down: its event starts
+        // when the conductor gets it
+        let reaches_conductor = self.cast_to_conductor(t);
         self.actions
             .entry(instance_id.into())
             .or_default()
@@ -227,15 +232,11 @@ impl World {
                 start_time: wall,
                 updated_at: wall,
                 message: None,
-                events: vec![ActionEvent {
-                    event: "rebuild_server".into(),
-                    start_time: wall,
-                    finish_time: None,
-                    result: None,
-                    traceback: None,
-                    host: Some("controller".into()),
-                    details: None,
-                }],
+                events: if reaches_conductor == t {
+                    vec![conductor_event(wall)]
+                } else {
+                    Vec::new()
+                },
             });
         let inst = self.instances.get_mut(instance_id).expect("checked");
         inst.task_state = Some(TaskState::Rebuilding);
@@ -259,15 +260,12 @@ impl World {
             .admin_pass
             .clone()
             .unwrap_or_else(|| generated_password(self));
-        // the cast to nova-conductor waits for a message bus that is down
-        let reaches_conductor = self.cast_to_conductor(t);
-        self.schedule(
-            reaches_conductor.plus_secs(durations.schedule),
-            EventKind::Evacuation {
-                migration_id,
-                step: EvacStep::Scheduled,
-            },
-        );
+        let (at, step) = if reaches_conductor == t {
+            (t.plus_secs(durations.schedule), EvacStep::Scheduled)
+        } else {
+            (reaches_conductor, EvacStep::Received)
+        };
+        self.schedule(at, EventKind::Evacuation { migration_id, step });
         self.evacuations.insert(
             migration_id,
             Evacuation {
@@ -370,16 +368,16 @@ impl World {
             );
             return;
         }
-        if step != EvacStep::Scheduled {
+        if !matches!(step, EvacStep::Received | EvacStep::Scheduled) {
             let dest = evac.dest.clone().expect("a destination once scheduled");
             let idx = self.host_idx(&dest).expect("known host");
             if !self.compute_alive(idx, t) {
-                // the RPC went to a dead compute: the rebuild is stuck until it restarts
+                // its nova-compute died under it: frozen for good
                 self.evacuations
                     .get_mut(&migration_id)
                     .expect("present")
                     .frozen = true;
-                tracing::warn!(migration_id, dest = %dest, "rebuild stuck on a dead destination");
+                tracing::warn!(migration_id, dest = %dest, "rebuild frozen on a dead destination");
                 return;
             }
         }
@@ -390,6 +388,7 @@ impl World {
             return;
         }
         match step {
+            EvacStep::Received => self.on_received(t, migration_id),
             EvacStep::Scheduled => self.on_scheduled(t, migration_id),
             EvacStep::Claimed => self.on_claimed(t, migration_id),
             EvacStep::BlockDevicesDone => self.on_block_devices_done(t, migration_id),
@@ -430,6 +429,24 @@ impl World {
                     .then_with(|| self.hosts[b].name.cmp(&self.hosts[a].name))
             })
             .map(|i| self.hosts[i].name.clone())
+    }
+
+    fn on_received(&mut self, t: SimTime, migration_id: u64) {
+        let wall = self.wall(t);
+        let e = &self.evacuations[&migration_id];
+        let (instance_id, request_id) = (e.instance_id.clone(), e.request_id.clone());
+        let schedule = e.durations.schedule;
+        if let Some(action) = self.action_mut(&instance_id, &request_id) {
+            action.events.push(conductor_event(wall));
+            action.updated_at = wall;
+        }
+        self.schedule(
+            t.plus_secs(schedule),
+            EventKind::Evacuation {
+                migration_id,
+                step: EvacStep::Scheduled,
+            },
+        );
     }
 
     fn on_scheduled(&mut self, t: SimTime, migration_id: u64) {
@@ -1003,6 +1020,19 @@ impl World {
     }
 }
 
+/// nova-conductor's event of an evacuation, started at `wall`.
+fn conductor_event(wall: chrono::DateTime<chrono::Utc>) -> ActionEvent {
+    ActionEvent {
+        event: "rebuild_server".into(),
+        start_time: wall,
+        finish_time: None,
+        result: None,
+        traceback: None,
+        host: Some("controller".into()),
+        details: None,
+    }
+}
+
 /// The task state the write of `step` expects (`instance.save(expected_task_state=...)` in
 /// `nova/compute/manager.py`): a rebuild whose expected state is gone (reset meanwhile) stops.
 pub(crate) fn expected_task_state(step: EvacStep) -> Option<TaskState> {
@@ -1011,7 +1041,7 @@ pub(crate) fn expected_task_state(step: EvacStep) -> Option<TaskState> {
         EvacStep::BlockDevicesDone => Some(TaskState::RebuildBlockDeviceMapping),
         EvacStep::Spawned => Some(TaskState::RebuildSpawning),
         EvacStep::PoweredOff => Some(TaskState::PoweringOff),
-        EvacStep::Scheduled | EvacStep::HostChanged | EvacStep::Done => None,
+        EvacStep::Received | EvacStep::Scheduled | EvacStep::HostChanged | EvacStep::Done => None,
     }
 }
 

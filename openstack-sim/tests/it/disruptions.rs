@@ -86,6 +86,8 @@ async fn a_message_bus_outage_under_nova_conductor_loses_its_evacuations_for_goo
         h.evacuate(&admin, "2.53", &ids[2], json!({})).await.status,
         200
     );
+    // Its cast waits in nova-api: nova-conductor has not got it (no event yet).
+    assert!(evacuate_events(&h.sim.snapshot(), &ids[2]).is_empty());
     // The scheduling call times out 80 s after the conductor's step (at 1 s).
     let ended = |h: &Harness| {
         let world = h.sim.snapshot();
