@@ -53,7 +53,7 @@ impl Run {
         // in a row mean the evacuation cannot be confirmed.
         let mut failed_reads = 0;
         let mut last_server: Option<Server> = None;
-        let mut stall = StallWatch::new(request_id);
+        let mut stall = StallWatch::following(request_id, self.now());
         loop {
             ticks += 1;
             let migration = follower.latest();

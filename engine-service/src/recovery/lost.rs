@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use super::services::ServiceWatch;
@@ -37,24 +38,75 @@ pub(super) enum Judged {
     Lost(Lost),
 }
 
-/// One follower's view of its evacuation's stall: the instance action as
-/// last read, and the judgements already reported.
+/// What of the server and its migration the engine watches change.
+type Seen = (
+    Option<String>,
+    String,
+    Option<String>,
+    Option<i64>,
+    String,
+    Option<String>,
+);
+
+/// One evacuation's stall, as a run sees it: the instance action as last
+/// read, the judgements already reported, and (following) since when the
+/// records were seen unchanged.
 pub(super) struct StallWatch {
     request_id: Option<String>,
     action: Option<(i64, InstanceAction)>,
     read_at: Option<Instant>,
     reported: Option<String>,
+    /// `None` when judging by Nova's timestamps alone.
+    watched: Option<(Option<Seen>, DateTime<Utc>)>,
 }
 
 impl StallWatch {
+    /// For a recover run following the evacuation from `now`;
     /// `request_id`: the evacuate request's id, when its answer came.
-    pub fn new(request_id: Option<&str>) -> Self {
+    pub fn following(request_id: Option<&str>, now: DateTime<Utc>) -> Self {
         Self {
             request_id: request_id.map(str::to_owned),
             action: None,
             read_at: None,
             reported: None,
+            watched: Some((None, now)),
         }
+    }
+
+    /// For a reconcile run: Nova's timestamps alone.
+    pub fn judging() -> Self {
+        Self {
+            request_id: None,
+            action: None,
+            read_at: None,
+            reported: None,
+            watched: None,
+        }
+    }
+
+    /// Notes what the records show now; the time they were first seen so.
+    fn watch(
+        &mut self,
+        server: &Server,
+        m: &Migration,
+        now: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        let seen: Seen = (
+            server.task_state.clone(),
+            server.vm_state().to_owned(),
+            server.host.clone(),
+            server.power_state,
+            m.status.clone(),
+            m.dest_compute.clone(),
+        );
+        let (last, since) = self.watched.as_mut()?;
+        if last.as_ref() != Some(&seen) {
+            if last.is_some() {
+                *since = now;
+            }
+            *last = Some(seen);
+        }
+        Some(*since)
     }
 
     /// The action read for migration `id`, if any.
@@ -97,10 +149,7 @@ impl Run {
                 self.report_once(id, watch, &format!("fencing of {host}"), text.clone());
                 Judged::Waiting(text)
             }
-            Stall::Repair(_) => match self
-                .confirm_lost(id, source, m.id, watch.request_id.as_deref())
-                .await?
-            {
+            Stall::Repair(_) => match self.confirm_lost(id, source, m.id, watch).await? {
                 Some(lost) => Judged::Lost(lost),
                 None => Judged::Moving,
             },
@@ -120,7 +169,15 @@ impl Run {
         services: &ServiceWatch,
         watch: &mut StallWatch,
     ) -> Result<(Stall, Duration), Cancelled> {
-        let stall = self.assess(source, server, m, watch.action_of(m.id), None);
+        let watched_since = watch.watch(server, m, self.now());
+        let stall = stall::assess(&self.records(
+            source,
+            server,
+            m,
+            watch.action_of(m.id),
+            None,
+            watched_since,
+        ));
         if stall == Stall::Proceeding {
             return Ok((stall, Duration::ZERO));
         }
@@ -139,7 +196,14 @@ impl Run {
             Some(host) => self.or_cancel(services.service(&host)).await?,
             None => None,
         };
-        let records = self.records(source, server, m, action, destination.as_ref());
+        let records = self.records(
+            source,
+            server,
+            m,
+            action,
+            destination.as_ref(),
+            watched_since,
+        );
         Ok((stall::assess(&records), stall::quiet_for(&records)))
     }
 
@@ -151,8 +215,10 @@ impl Run {
         id: &str,
         source: &str,
         migration_id: i64,
-        request_id: Option<&str>,
+        watch: &mut StallWatch,
     ) -> Result<Option<Lost>, Cancelled> {
+        let request_id = watch.request_id.clone();
+        let request_id = request_id.as_deref();
         let Ok(migrations) = self.or_cancel(self.openstack().evacuations_of(id)).await? else {
             return Ok(None);
         };
@@ -176,16 +242,23 @@ impl Run {
         let Ok(server) = self.or_cancel(self.openstack().server(id)).await? else {
             return Ok(None);
         };
-        Ok(
-            match self.assess(source, &server, &m, action.as_ref(), destination.as_ref()) {
-                Stall::Repair(reason) => Some(Lost {
-                    reason,
-                    migration_id,
-                    destination: host,
-                }),
-                _ => None,
-            },
-        )
+        let watched_since = watch.watch(&server, &m, self.now());
+        let records = self.records(
+            source,
+            &server,
+            &m,
+            action.as_ref(),
+            destination.as_ref(),
+            watched_since,
+        );
+        Ok(match stall::assess(&records) {
+            Stall::Repair(reason) => Some(Lost {
+                reason,
+                migration_id,
+                destination: host,
+            }),
+            _ => None,
+        })
     }
 
     /// The `evacuate` action that made migration `m`, with its events: by
@@ -244,18 +317,7 @@ impl Run {
         )
     }
 
-    /// The stall judgement of the records given, now.
-    pub(super) fn assess(
-        &self,
-        source: &str,
-        server: &Server,
-        m: &Migration,
-        action: Option<&InstanceAction>,
-        destination: Option<&ComputeService>,
-    ) -> Stall {
-        stall::assess(&self.records(source, server, m, action, destination))
-    }
-
+    #[allow(clippy::too_many_arguments)]
     fn records<'a>(
         &self,
         source: &'a str,
@@ -263,6 +325,7 @@ impl Run {
         migration: &'a Migration,
         action: Option<&'a InstanceAction>,
         destination: Option<&'a ComputeService>,
+        watched_since: Option<DateTime<Utc>>,
     ) -> Records<'a> {
         Records {
             source,
@@ -271,6 +334,7 @@ impl Run {
             action,
             destination,
             now: self.now(),
+            watched_since,
             stalled_after: self.settings().stalled_evacuation_after,
         }
     }

@@ -78,12 +78,23 @@ impl MigrationWatch {
                 baseline.insert(m.instance_uuid.clone(), m);
             }
         }
-        let (sender, receiver) = watch::channel(Migrations::default());
+        // Published from the start: an evacuation of an earlier run that
+        // Nova lost changes no more, yet its worker must see it to judge it.
+        let (sender, receiver) = watch::channel(Arc::new(baseline.clone()));
         // The poller's requests belong to the run: its task carries the
         // current span, so they carry the report's trace like every other
         // Nova call of the recovery.
-        let poller =
-            tokio::spawn(poll(openstack, source, interval, cursor, sender).in_current_span());
+        let poller = tokio::spawn(
+            poll(
+                openstack,
+                source,
+                interval,
+                cursor,
+                baseline.clone(),
+                sender,
+            )
+            .in_current_span(),
+        );
         Self {
             receiver,
             baseline,
@@ -177,9 +188,9 @@ async fn poll(
     source: String,
     interval: Duration,
     mut cursor: Option<DateTime<Utc>>,
+    mut known: HashMap<String, Migration>,
     sender: watch::Sender<Migrations>,
 ) {
-    let mut known: HashMap<String, Migration> = HashMap::new();
     loop {
         tokio::time::sleep(interval).await;
         let since = cursor.map(|c| c - OVERLAP);

@@ -106,7 +106,7 @@ impl Run {
         let id = instance.instance_id.as_str();
         let source = source_of(self, instance);
         let deadline = tokio::time::Instant::now() + self.settings().evacuation_timeout;
-        let mut stall = StallWatch::new(None);
+        let mut stall = StallWatch::judging();
         loop {
             let server = match self.server_unless_gone(id).await? {
                 Ok(Some(server)) => server,

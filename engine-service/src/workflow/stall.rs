@@ -53,7 +53,9 @@
 //!    task state, at most one of the old and the new rebuild can pass
 //!    `rebuild_block_device_mapping` → `rebuild_spawning`: at most one
 //!    guest. Repaired once nothing in the records has changed for
-//!    `stalled_after`. What the records cannot rule out is the old rebuild
+//!    `stalled_after`, by Nova's timestamps and, in a recover run, as
+//!    watched by the engine itself (a task state's change carries no
+//!    timestamp of its own but the server's `updated`, which locks move). What the records cannot rule out is the old rebuild
 //!    passing to `rebuild_spawning` in the instant between the engine's
 //!    last read and its reset (os-resetState is not conditional): the
 //!    engine reads the server again just before the reset, and a rebuild
@@ -103,6 +105,10 @@ pub struct Records<'a> {
     /// known ([`destination`]) and its record was read.
     pub destination: Option<&'a ComputeService>,
     pub now: DateTime<Utc>,
+    /// Since when the caller has watched these records without seeing them
+    /// change (a recover run following the evacuation); `None`: Nova's
+    /// timestamps alone (a reconcile).
+    pub watched_since: Option<DateTime<Utc>>,
     /// `recovery.stalled_evacuation_after`.
     pub stalled_after: Duration,
 }
@@ -295,10 +301,13 @@ pub fn forced_down(service: &ComputeService) -> bool {
     service.forced_down == Some(true)
 }
 
-/// How long nothing in the records has changed.
+/// How long nothing in the records has changed: by Nova's timestamps (the
+/// migration's, the action's and its events'), and no longer than the
+/// caller has watched them unchanged. The server's own `updated` is not
+/// used: every lock and unlock (the engine's own) moves it.
 pub fn quiet_for(r: &Records<'_>) -> Duration {
     let m = r.migration;
-    let mut last = [m.created_at, m.updated_at, r.server.updated]
+    let mut last = [m.created_at, m.updated_at, r.watched_since]
         .into_iter()
         .flatten()
         .max();

@@ -96,6 +96,7 @@ fn judge(
         action,
         destination,
         now: secs(at),
+        watched_since: None,
         stalled_after: STALLED_AFTER,
     })
 }
@@ -349,13 +350,28 @@ fn a_finished_compute_event_is_left_to_the_verdict() {
 #[test]
 fn any_record_that_moves_resets_the_quiet_time() {
     let claimed = migration("pre-migrating", Some("compute-02"), Some(2));
-    let mut s = server(Some("rebuild_block_device_mapping"), "compute-01", 0);
-    s.updated = Some(secs(150));
+    let s = server(Some("rebuild_block_device_mapping"), "compute-01", 0);
     let started = action(vec![event(COMPUTE_EVENT, 1, None, "compute-02")]);
-    assert_eq!(
-        judge(&s, &claimed, Some(&started), None, 200),
-        Stall::Proceeding
-    );
+    // A task state seen changing at 150 s (its only timestamp, the
+    // server's updated, is not used: locks move it too).
+    let watched = |since: i64| Records {
+        source: "compute-01",
+        server: &s,
+        migration: &claimed,
+        action: Some(&started),
+        destination: None,
+        now: secs(200),
+        watched_since: Some(secs(since)),
+        stalled_after: STALLED_AFTER,
+    };
+    assert_eq!(assess(&watched(150)), Stall::Proceeding);
+    assert!(matches!(assess(&watched(10)), Stall::Repair(_)));
+    let mut locked = s.clone();
+    locked.updated = Some(secs(199));
+    assert!(matches!(
+        judge(&locked, &claimed, Some(&started), None, 200),
+        Stall::Repair(_)
+    ));
     let late_event = action(vec![event(COMPUTE_EVENT, 190, None, "compute-02")]);
     assert_eq!(
         judge(
