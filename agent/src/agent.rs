@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use instanceha_runtime::backoff::Backoff;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -210,7 +211,9 @@ async fn peers_from_api(
     port: u16,
     shutdown: &CancellationToken,
 ) -> Vec<PeerAddresses> {
-    let mut pause = Duration::from_secs(1);
+    let mut pauses = Backoff::new(Duration::from_secs(1), Duration::from_secs(30))
+        .exact()
+        .retries(None, None);
     loop {
         match client.segment_hosts(segment).await {
             Ok(hosts) => {
@@ -225,12 +228,13 @@ async fn peers_from_api(
                     .collect();
             }
             Err(e) => {
+                // No bound on the tries: there is always a next wait.
+                let pause = pauses.next_delay(None).unwrap_or(Duration::from_secs(30));
                 tracing::warn!(segment, error = %e, retry_in = ?pause, "cannot list the segment's hosts");
                 tokio::select! {
                     () = shutdown.cancelled() => return Vec::new(),
                     () = tokio::time::sleep(pause) => {}
                 }
-                pause = (pause * 2).min(Duration::from_secs(30));
             }
         }
     }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
+use instanceha_runtime::backoff::Backoff;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -17,17 +18,12 @@ use crate::config::SpoolSettings;
 use crate::metrics::Metrics;
 use crate::spool::{Entry, Spool, State};
 
-/// The pause before attempt `attempts + 1`: `initial`, doubled after each
-/// failure, at most `max`.
-pub fn backoff(attempts: u32, initial: Duration, max: Duration) -> Duration {
-    let factor = 2u32.saturating_pow(attempts.saturating_sub(1).min(30));
-    initial.saturating_mul(factor).min(max)
-}
-
-/// Spreads retries of many agents over [d/2, d].
-fn jitter(d: Duration) -> Duration {
-    let half = d / 2;
-    half + half.mul_f64(rand::random::<f64>())
+/// The waits between sends of a report: `retry_initial`, doubled after
+/// each failure, at most `retry_max`; each drawn between half and the
+/// whole, so that the retries of many agents spread out. The attempts are
+/// counted in the spool, so a restarted agent keeps its pace.
+pub fn backoff(settings: &SpoolSettings) -> Backoff {
+    Backoff::new(settings.retry_initial, settings.retry_max)
 }
 
 /// The delivery loop.
@@ -179,11 +175,7 @@ impl Delivery {
             }
             Err(e) => {
                 let attempts = attempts + 1;
-                let pause = jitter(backoff(
-                    attempts,
-                    self.settings.retry_initial,
-                    self.settings.retry_max,
-                ));
+                let pause = backoff(&self.settings).delay(attempts);
                 tracing::warn!(error = %e, attempts, retry_in = ?pause, "report not acknowledged, will retry");
                 self.metrics.report(&report.kind.to_string(), "retry");
                 self.set(entry.id, State::Pending { attempts }).await;
@@ -204,15 +196,24 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn settings(initial: Duration, max: Duration) -> SpoolSettings {
+        SpoolSettings {
+            retry_initial: initial,
+            retry_max: max,
+            ..SpoolSettings::default()
+        }
+    }
+
     #[test]
     fn backoff_doubles_up_to_the_cap() {
         let i = Duration::from_millis(500);
         let m = Duration::from_secs(30);
-        assert_eq!(backoff(1, i, m), i);
-        assert_eq!(backoff(2, i, m), Duration::from_secs(1));
-        assert_eq!(backoff(4, i, m), Duration::from_secs(4));
-        assert_eq!(backoff(10, i, m), m);
-        assert_eq!(backoff(u32::MAX, i, m), m);
+        let b = backoff(&settings(i, m));
+        assert_eq!(b.nominal(1), i);
+        assert_eq!(b.nominal(2), Duration::from_secs(1));
+        assert_eq!(b.nominal(4), Duration::from_secs(4));
+        assert_eq!(b.nominal(10), m);
+        assert_eq!(b.nominal(u32::MAX), m);
     }
 
     proptest! {
@@ -220,10 +221,11 @@ mod tests {
         fn backoff_never_shrinks_and_never_passes_the_cap(a in 0u32..100, ms in 1u64..5000, cap in 1u64..600) {
             let i = Duration::from_millis(ms);
             let m = Duration::from_secs(cap).max(i);
-            prop_assert!(backoff(a, i, m) <= backoff(a + 1, i, m));
-            prop_assert!(backoff(a, i, m) <= m);
-            let j = jitter(backoff(a, i, m));
-            prop_assert!(j <= backoff(a, i, m));
+            let b = backoff(&settings(i, m));
+            prop_assert!(b.nominal(a) <= b.nominal(a + 1));
+            prop_assert!(b.nominal(a) <= m);
+            let pause = b.delay(a);
+            prop_assert!(pause <= b.nominal(a) && pause >= b.nominal(a) / 2);
         }
     }
 }

@@ -18,73 +18,21 @@
 
 pub mod ledger;
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
 
 use crate::domain::RunKind;
 
-/// new → running → finished | failed | ignored; running → error → running.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NotificationStatus {
-    New,
-    Running,
-    Error,
-    Failed,
-    Ignored,
-    Finished,
+pub use instanceha_proto::model::{NotificationStatus, VMoveStatus};
+
+/// The notification state machine: the status after an event, or why the
+/// transition is illegal. Every status change goes through
+/// [`Transition::on`].
+pub trait Transition: Sized {
+    fn on(self, event: NotificationEvent) -> Result<Self, IllegalTransition>;
 }
 
-impl NotificationStatus {
-    pub const ALL: [NotificationStatus; 6] = [
-        Self::New,
-        Self::Running,
-        Self::Error,
-        Self::Failed,
-        Self::Ignored,
-        Self::Finished,
-    ];
-
-    /// `finished`, `failed` and `ignored` are final: nothing but an
-    /// operator's `RetryNotification` of a failed one leaves them.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Failed | Self::Ignored | Self::Finished)
-    }
-
-    /// Unfinished notifications block changes to their segment and hosts.
-    pub fn is_unfinished(self) -> bool {
-        !self.is_terminal()
-    }
-
-    /// Masakari's lowercase name, also stored in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::New => "new",
-            Self::Running => "running",
-            Self::Error => "error",
-            Self::Failed => "failed",
-            Self::Ignored => "ignored",
-            Self::Finished => "finished",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|status| status.as_str() == s)
-    }
-
-    /// The statuses that count as unfinished.
-    pub const UNFINISHED: [NotificationStatus; 3] = [Self::New, Self::Running, Self::Error];
-
-    /// The status a report is stored with, as the intake rules decided.
-    pub fn at_intake(verdict: &IntakeVerdict) -> Self {
-        match verdict {
-            IntakeVerdict::Accept | IntakeVerdict::AcceptNoted { .. } => Self::New,
-            IntakeVerdict::Ignore { .. } => Self::Ignored,
-        }
-    }
-
-    /// The status after `event`, or why the transition is illegal.
-    pub fn on(self, event: NotificationEvent) -> Result<Self, IllegalTransition> {
+impl Transition for NotificationStatus {
+    fn on(self, event: NotificationEvent) -> Result<Self, IllegalTransition> {
         use NotificationEvent as E;
         use NotificationStatus as S;
         match (self, event) {
@@ -103,9 +51,11 @@ impl NotificationStatus {
     }
 }
 
-impl fmt::Display for NotificationStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// The status a report is stored with, as the intake rules decided.
+pub fn at_intake(verdict: &IntakeVerdict) -> NotificationStatus {
+    match verdict {
+        IntakeVerdict::Accept | IntakeVerdict::AcceptNoted { .. } => NotificationStatus::New,
+        IntakeVerdict::Ignore { .. } => NotificationStatus::Ignored,
     }
 }
 
@@ -174,55 +124,6 @@ impl NotificationEvent {
             Self::Expire => "expire",
             Self::Reopen => "reopen",
         }
-    }
-}
-
-/// pending → ongoing → succeeded | failed | ignored; a retry puts an
-/// unresolved vmove back to pending.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum VMoveStatus {
-    Pending,
-    Ongoing,
-    Succeeded,
-    Failed,
-    Ignored,
-}
-
-impl VMoveStatus {
-    pub const ALL: [VMoveStatus; 5] = [
-        Self::Pending,
-        Self::Ongoing,
-        Self::Succeeded,
-        Self::Failed,
-        Self::Ignored,
-    ];
-
-    /// `succeeded`, `failed` and `ignored`: the instance has its result.
-    pub fn is_resolved(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Ignored)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Ongoing => "ongoing",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Ignored => "ignored",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|status| status.as_str() == s)
-    }
-
-    /// The statuses of an instance still without a result.
-    pub const UNRESOLVED: [VMoveStatus; 2] = [Self::Pending, Self::Ongoing];
-}
-
-impl fmt::Display for VMoveStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -528,18 +429,7 @@ pub enum RunEnd {
     Lost { reason: String },
 }
 
-/// The engine's own verdict on its workflow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// The workflow ran; the vmoves decide.
-    Completed { message: String },
-    /// The workflow failed around the instances.
-    Failed { message: String, retryable: bool },
-    /// Nothing to do by policy.
-    Ignored { message: String },
-    /// The run was cancelled.
-    Cancelled { message: String },
-}
+pub use instanceha_proto::run::RunOutcome;
 
 /// One vmove as the resolution sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]

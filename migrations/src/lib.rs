@@ -5,6 +5,7 @@ use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_initial;
 mod m20261202_000001_runs;
+mod m20261205_000001_prior_state;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261129_000001_initial::Migration),
             Box::new(m20261202_000001_runs::Migration),
+            Box::new(m20261205_000001_prior_state::Migration),
         ]
     }
 }

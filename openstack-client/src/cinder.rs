@@ -6,9 +6,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::catalog::ServiceKind;
-use super::client::{OpenStack, Request};
+use super::client::OpenStack;
 use super::error::Error;
 use super::microversion::Microversion;
+use super::request::Request;
 
 const VOLUME: ServiceKind = ServiceKind::BlockStorage;
 

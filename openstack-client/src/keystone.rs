@@ -243,7 +243,7 @@ impl Keystone {
                 .query(&[("nocatalog", "")])
                 .header("X-Auth-Token", own.value.expose())
                 .header("X-Subject-Token", subject.expose())
-                .header("X-OpenStack-Request-ID", super::client::request_id());
+                .header("X-OpenStack-Request-ID", super::request::request_id());
             let mut trace_headers = http::HeaderMap::new();
             instanceha_runtime::propagation::inject_current(&mut trace_headers);
             request = request.headers(trace_headers);
@@ -270,18 +270,18 @@ impl Keystone {
                             status: Some(status),
                             message: format!(
                                 "token validation failed: {status} {}",
-                                super::client::error_message(&text, status)
+                                super::request::error_message(&text, status)
                             ),
                         });
                     }
                 },
-                Err(e) if !retries.spent() => super::client::describe(&e),
+                Err(e) if !retries.spent() => super::request::describe(&e),
                 Err(e) => {
                     return Err(Error::Auth {
                         status: None,
                         message: format!(
                             "token validation failed: {url} unreachable: {}",
-                            super::client::describe(&e)
+                            super::request::describe(&e)
                         ),
                     });
                 }
@@ -306,7 +306,7 @@ impl Keystone {
                 .post(&url)
                 .timeout(self.timeout)
                 .json(&body)
-                .header("X-OpenStack-Request-ID", super::client::request_id());
+                .header("X-OpenStack-Request-ID", super::request::request_id());
             let mut trace_headers = http::HeaderMap::new();
             instanceha_runtime::propagation::inject_current(&mut trace_headers);
             request = request.headers(trace_headers);
@@ -323,7 +323,7 @@ impl Keystone {
                         .and_then(|v| v.to_str().ok())
                         .and_then(parse_retry_after);
                     let text = response.text().await.unwrap_or_default();
-                    let message = super::client::error_message(&text, status);
+                    let message = super::request::error_message(&text, status);
                     if !matches!(status, 429 | 500 | 502..=504) || retries.spent() {
                         return Err(Error::Auth {
                             status: Some(status),
@@ -341,11 +341,11 @@ impl Keystone {
                                 "login as {} failed: {} unreachable: {}",
                                 self.who(),
                                 url,
-                                super::client::describe(&e)
+                                super::request::describe(&e)
                             ),
                         });
                     }
-                    super::client::describe(&e)
+                    super::request::describe(&e)
                 }
             };
             let Some(delay) = retries.next_delay(self.retry.retry_after(retry_after)) else {

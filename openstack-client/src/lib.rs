@@ -1,18 +1,20 @@
 //! The OpenStack client of instance-ha: Keystone v3 login and token cache,
-//! endpoint selection from the catalog, microversion negotiation, retries
-//! of transient failures, and typed Nova and Cinder calls.
+//! endpoint selection from the catalog, microversion negotiation, the
+//! request stack (tower layers: retries of transient failures, the outage
+//! gate, re-authentication, timeouts), and typed Nova and Cinder calls.
 
 pub mod catalog;
 pub mod cinder;
 mod client;
 pub mod credentials;
 mod error;
-mod gate;
 pub mod keystone;
 mod metrics;
 pub mod microversion;
 pub mod nova;
+mod request;
 pub mod retry;
+mod stack;
 
 pub use catalog::ServiceKind;
 pub use client::{ClientSettings, OpenStack, ServiceEndpoint};

@@ -9,9 +9,10 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
 use super::catalog::ServiceKind;
-use super::client::{OpenStack, Request};
+use super::client::OpenStack;
 use super::error::Error;
 use super::microversion::Microversion;
+use super::request::Request;
 
 const COMPUTE: ServiceKind = ServiceKind::Compute;
 
@@ -348,7 +349,7 @@ impl OpenStack {
         &self,
         request: Request,
         applied: F,
-    ) -> Result<Option<super::client::Response>, Error>
+    ) -> Result<Option<super::request::Response>, Error>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<bool, Error>>,

@@ -1,12 +1,17 @@
-//! The wire contract of instance-ha: the generated protobuf messages and
-//! tonic clients and servers, the encoded descriptor sets for server
-//! reflection, timestamps converted in one place ([`time`]) and the error
-//! every edge reports for a message it cannot read ([`ConversionError`]).
+//! The contract of instance-ha: the generated protobuf messages and tonic
+//! clients and servers, the encoded descriptor sets for server reflection,
+//! timestamps converted in one place ([`time`]) and the error every edge
+//! reports for a message it cannot read ([`ConversionError`]); and the
+//! plain Rust types the API, the engine and the CLI share, each with its
+//! one conversion to the wire: the model's enums ([`model`]) and the run
+//! protocol ([`run`]).
 //!
 //! Only the edges of the services (the API's `grpc` module and its engine
-//! link, the engine's `link`, the CLI's client and conversions) use these
-//! types; everything else works on plain Rust domain types.
+//! link, the engine's `link`, the CLI's client and conversions) use the
+//! generated types; everything else works on plain Rust types.
 
+pub mod model;
+pub mod run;
 pub mod time;
 
 /// The public API: segments, hosts, notifications and vmoves.

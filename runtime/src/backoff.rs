@@ -62,6 +62,24 @@ impl Backoff {
             .min(self.max.max(self.initial))
     }
 
+    /// The wait after failed try number `attempt` (1 for the first) when
+    /// the tries are counted elsewhere (a spool that outlives the process):
+    /// [`Self::nominal`], drawn between half and the whole of it with
+    /// jitter.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let nominal = self.nominal(attempt);
+        if !self.jitter {
+            return nominal;
+        }
+        // backon draws jitter in [d, 2d): one draw from half the wait.
+        backon::ConstantBuilder::default()
+            .with_delay(nominal / 2)
+            .with_jitter()
+            .build()
+            .next()
+            .map_or(nominal, |d| d.min(nominal))
+    }
+
     /// The waits of one sequence of tries, which ends after `max_tries`
     /// tries (the first included) or once `budget` has passed since now,
     /// whichever comes first (`None`: no such bound).
@@ -175,6 +193,19 @@ mod tests {
             assert!(d >= nominal / 2 && d <= nominal, "{d:?} for {nominal:?}");
             nominal = (nominal * 2).min(Duration::from_secs(4));
         }
+    }
+
+    #[test]
+    fn the_delay_after_a_counted_try_is_its_nominal_wait_jittered() {
+        let b = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+        for attempt in [0, 1, 2, 4, 10, u32::MAX] {
+            let nominal = b.nominal(attempt);
+            for _ in 0..20 {
+                let d = b.delay(attempt);
+                assert!(d >= nominal / 2 && d <= nominal, "{d:?} for {nominal:?}");
+            }
+        }
+        assert_eq!(b.exact().delay(3), Duration::from_secs(2));
     }
 
     #[test]

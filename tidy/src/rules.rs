@@ -32,7 +32,6 @@ pub const PROTOBUF_EDGES: &[&str] = &[
     "api-service/src/grpc/",
     // The API's side of the engine stream.
     "api-service/src/dispatch/link.rs",
-    "api-service/src/dispatch/convert.rs",
     // The engine's side of the stream, and its server start-up, which
     // mounts `EngineServer`.
     "engine-service/src/link/",

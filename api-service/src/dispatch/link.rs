@@ -1,7 +1,8 @@
 //! The API's end of the engine link: the tonic client, one `Recover`
-//! stream per run, the generated types (converted in [`super::convert`]),
-//! acknowledgements, and cancellation with its grace period. The rest of
-//! the dispatcher sees domain types only.
+//! stream per run, the generated types (converted by the run protocol's
+//! one conversion, `instanceha_proto::run::wire`), acknowledgements, and
+//! cancellation with its grace period. The rest of the dispatcher sees
+//! domain types only.
 
 use std::time::Duration;
 
@@ -15,8 +16,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 
 use super::DispatchSettings;
-use super::convert;
-use crate::domain::{SequencedEvent, StartRun};
+use crate::domain::{RunId, SequencedEvent, StartRun};
+use instanceha_proto::run::wire;
 
 /// How long the engine is given to close its side of a run cancelled for
 /// a protocol error.
@@ -114,9 +115,10 @@ impl EngineLink {
     /// Opens the run's stream and sends its `StartRun`, with the current
     /// trace context in the stream's metadata. `Err` describes why the
     /// engine could not be reached.
-    pub async fn open(&self, start: &StartRun) -> Result<RunStream, String> {
+    pub async fn open(&self, start: StartRun) -> Result<RunStream, String> {
+        let run_id = start.run_id.clone();
         let (requests, outbound) = mpsc::channel::<pb::RecoverRequest>(64);
-        let _ = requests.send(convert::start_run(start)).await;
+        let _ = requests.send(wire::start_request(start)).await;
         let mut headers = http::HeaderMap::new();
         instanceha_runtime::propagation::inject_current(&mut headers);
         let mut metadata = tonic::metadata::MetadataMap::from_headers(headers);
@@ -131,7 +133,7 @@ impl EngineLink {
         let mut client = self.client.clone();
         match client.recover(request).await {
             Ok(response) => Ok(RunStream {
-                run_id: start.claim.run_id.clone(),
+                run_id,
                 requests,
                 events: response.into_inner(),
             }),
@@ -142,7 +144,7 @@ impl EngineLink {
 
 /// One run's open stream.
 pub struct RunStream {
-    run_id: String,
+    run_id: RunId,
     requests: mpsc::Sender<pb::RecoverRequest>,
     events: tonic::Streaming<pb::RunEvent>,
 }
@@ -170,7 +172,7 @@ impl RunStream {
         }
         match batch
             .into_iter()
-            .map(|m| convert::run_event(&self.run_id, m))
+            .map(|m| SequencedEvent::from_wire(&self.run_id, m))
             .collect::<Result<Vec<_>, _>>()
         {
             Ok(events) => Received::Events(events),
@@ -180,13 +182,13 @@ impl RunStream {
 
     /// Tells the engine that every event up to `sequence` is persisted.
     pub async fn ack(&self, sequence: u64) {
-        let _ = self.requests.send(convert::ack(sequence)).await;
+        let _ = self.requests.send(wire::ack(sequence)).await;
     }
 
     /// Asks the engine to stop the run (it unlocks what it locked and ends
     /// with `Done`); the stream goes on until then.
     pub async fn cancel(&self, reason: &str) {
-        let _ = self.requests.send(convert::cancel(reason)).await;
+        let _ = self.requests.send(wire::cancel(reason)).await;
     }
 
     /// Tells the engine to stop a run whose events the API refused, then

@@ -5,10 +5,8 @@
 //! run before a final verdict, the release of locks an ended notification
 //! still holds, take-over of runs lost with a stopped replica, expiry of
 //! too old notifications. It works through the service layer ([`Api`]),
-//! which persists and publishes; generated protobuf types stay in [`link`]
-//! and [`convert`].
+//! which persists and publishes; generated protobuf types stay in [`link`].
 
-mod convert;
 mod link;
 mod run;
 mod settings;
@@ -26,12 +24,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-pub use convert::ProtocolError;
+pub use instanceha_proto::run::wire::ProtocolError;
 pub use link::EngineLink;
 pub use settings::DispatchSettings;
 
 use crate::changes::Change;
-use crate::domain::NotificationId;
+use crate::domain::{NotificationId, RunId};
 use crate::service::Api;
 use crate::status::{NotificationStatus, RunEnd};
 use crate::store::{self, Due, DueWork};
@@ -260,7 +258,7 @@ impl Dispatcher {
 
     /// Resolves a run with the status rules; what follows (a retry, a
     /// reconcile, a release of locks) is dispatched when due.
-    async fn resolve(&self, id: NotificationId, run_id: &str, end: RunEnd) {
+    async fn resolve(&self, id: NotificationId, run_id: &RunId, end: RunEnd) {
         let notification = match self.api.notification(id).await {
             Ok(n) => n,
             Err(e) => {
@@ -294,7 +292,7 @@ impl Dispatcher {
         self.unreachable.store(0, Ordering::Relaxed);
     }
 
-    async fn engine_unreachable(&self, id: NotificationId, run_id: &str, reason: &str) {
+    async fn engine_unreachable(&self, id: NotificationId, run_id: &RunId, reason: &str) {
         let failures = self.unreachable.fetch_add(1, Ordering::Relaxed) + 1;
         let wait = self.settings.retry_after(failures + 1);
         let message = format!(

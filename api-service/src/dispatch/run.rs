@@ -10,7 +10,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::Dispatcher;
 use super::link::{Received, RunStream};
-use crate::domain::{Notification, NotificationId, RunClaim, StartRun};
+use crate::domain::{Notification, NotificationId, RunClaim, RunId};
 use crate::service::Api;
 use crate::status::{RunEnd, RunOutcome};
 use crate::store;
@@ -22,7 +22,7 @@ struct LeaseGuard {
 }
 
 impl LeaseGuard {
-    fn hold(api: Api, id: NotificationId, run_id: String, lease: Duration) -> Self {
+    fn hold(api: Api, id: NotificationId, run_id: RunId, lease: Duration) -> Self {
         let renewal = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(lease / 3).await;
@@ -87,14 +87,10 @@ impl Dispatcher {
                 return;
             }
         };
-        let start = StartRun {
-            claim,
-            notification,
-            context,
-        };
+        let start = context.start(&claim, &notification);
         let opened = tokio::select! {
             () = cancel.cancelled() => return,
-            opened = self.link.open(&start) => opened,
+            opened = self.link.open(start) => opened,
         };
         let mut stream = match opened {
             Ok(stream) => stream,
@@ -135,7 +131,7 @@ impl Dispatcher {
     async fn follow(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         stream: &mut RunStream,
         cancel: &CancellationToken,
     ) -> Followed {

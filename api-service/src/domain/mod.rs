@@ -21,8 +21,8 @@ pub use notification::{
 pub use page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, PageRequest, PageToken};
 pub use payload::{ComputeHostPayload, HostEvent, NotificationPayload, ProcessPayload, VmPayload};
 pub use run::{
-    InstanceRef, InstanceResult, PlannedInstance, RunClaim, RunContext, RunEvent, RunKind,
-    SequencedEvent, StartRun,
+    InstanceId, InstanceRef, InstanceResult, PlannedInstance, PriorState, RunClaim, RunContext,
+    RunEvent, RunId, RunKind, SequencedEvent, StartRun,
 };
 pub use segment::{NewSegment, RecoveryMethod, Segment, SegmentFilter, SegmentUpdate};
 pub use validation::{

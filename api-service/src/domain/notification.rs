@@ -2,7 +2,6 @@
 //! of their recovery.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use chrono::{DateTime, Utc};
 
@@ -11,39 +10,7 @@ use super::validation::{InvalidField, TextRule, filter_text, hostname, safe_text
 use super::{HostId, NotificationId, SegmentId};
 use crate::status::NotificationStatus;
 
-/// What a monitoring agent reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NotificationType {
-    /// A compute host failed (hostmonitor).
-    ComputeHost,
-    /// A process, nova-compute in practice, failed (processmonitor).
-    Process,
-    /// One instance failed (instancemonitor).
-    Vm,
-}
-
-impl NotificationType {
-    pub const ALL: [NotificationType; 3] = [Self::ComputeHost, Self::Process, Self::Vm];
-
-    /// Masakari's name, also stored in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ComputeHost => "COMPUTE_HOST",
-            Self::Process => "PROCESS",
-            Self::Vm => "VM",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-}
-
-impl fmt::Display for NotificationType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use instanceha_proto::model::{NotificationType, ProgressState};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notification {
@@ -173,40 +140,6 @@ impl NotificationFilter {
     /// The text filters are values a notification can have.
     pub fn validate(&self) -> Result<(), InvalidField> {
         filter_text("hostname", self.hostname.as_deref())
-    }
-}
-
-/// The state a progress event reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProgressState {
-    Started,
-    Succeeded,
-    Failed,
-    Skipped,
-    Info,
-}
-
-impl ProgressState {
-    pub const ALL: [ProgressState; 5] = [
-        Self::Started,
-        Self::Succeeded,
-        Self::Failed,
-        Self::Skipped,
-        Self::Info,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Started => "started",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Skipped => "skipped",
-            Self::Info => "info",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
 

@@ -1,58 +1,11 @@
 //! Failover segments: groups of compute hosts that recover each other.
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
 
 use super::SegmentId;
 use super::validation::{InvalidField, bounded_text, filter_text, name};
 
-/// How a segment recovers a failed host's instances (Masakari's
-/// `recovery_method`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RecoveryMethod {
-    /// Evacuate to any host Nova's scheduler picks.
-    Auto,
-    /// Evacuate to the segment's reserved hosts.
-    ReservedHost,
-    /// `auto`, then `reserved_host` if that fails.
-    AutoPriority,
-    /// `reserved_host`, then `auto` if that fails.
-    RhPriority,
-}
-
-impl RecoveryMethod {
-    pub const ALL: [RecoveryMethod; 4] = [
-        Self::Auto,
-        Self::ReservedHost,
-        Self::AutoPriority,
-        Self::RhPriority,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::ReservedHost => "reserved_host",
-            Self::AutoPriority => "auto_priority",
-            Self::RhPriority => "rh_priority",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.as_str() == s)
-    }
-
-    /// Whether the method may evacuate to reserved hosts.
-    pub fn uses_reserved_hosts(self) -> bool {
-        !matches!(self, Self::Auto)
-    }
-}
-
-impl fmt::Display for RecoveryMethod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use instanceha_proto::model::RecoveryMethod;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segment {

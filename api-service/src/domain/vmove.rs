@@ -1,49 +1,11 @@
 //! VM moves: the per-instance records of a recovery.
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
 
 use super::{NotificationId, VMoveId};
 use crate::status::{VMoveRecord, VMoveStatus};
 
-/// How an instance is recovered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum VMoveType {
-    Evacuation,
-    Migration,
-    LiveMigration,
-    /// An instance-failure recovery: stop, start, confirm active.
-    Restart,
-}
-
-impl VMoveType {
-    pub const ALL: [VMoveType; 4] = [
-        Self::Evacuation,
-        Self::Migration,
-        Self::LiveMigration,
-        Self::Restart,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Evacuation => "evacuation",
-            Self::Migration => "migration",
-            Self::LiveMigration => "live_migration",
-            Self::Restart => "restart",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-}
-
-impl fmt::Display for VMoveType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use instanceha_proto::model::VMoveType;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VMove {

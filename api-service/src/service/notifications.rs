@@ -9,7 +9,7 @@ use crate::domain::{
     InvalidField, NewNotification, Notification, NotificationFilter, NotificationId,
     NotificationPayload, Page, PageRequest, ProgressEvent,
 };
-use crate::status::IntakeVerdict;
+use crate::status::{IntakeVerdict, Transition as _};
 use crate::store::IntakeContext;
 
 /// The intake rules, given what the store read in the intake transaction:

@@ -11,7 +11,7 @@ use instanceha_runtime::backoff::Backoff;
 
 use super::Api;
 use crate::changes::Change;
-use crate::domain::{Notification, NotificationId, RunClaim, RunContext, SequencedEvent};
+use crate::domain::{Notification, NotificationId, RunClaim, RunContext, RunId, SequencedEvent};
 use crate::store::{self, Applied, Due, Resolved, RunPolicy};
 
 /// Tries of a batch's persistence when the database fails for a passing
@@ -54,7 +54,7 @@ impl Api {
     pub async fn take_over_run(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         replica: &str,
         lease: Duration,
     ) -> Result<bool, store::Error> {
@@ -64,7 +64,7 @@ impl Api {
     pub async fn renew_run_lease(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         lease: Duration,
     ) -> Result<bool, store::Error> {
         self.store.renew_lease(id, run_id, lease).await
@@ -98,7 +98,7 @@ impl Api {
     pub async fn persist_run_events(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         events: &[SequencedEvent],
         lease: Duration,
     ) -> Result<Applied, store::Error> {
@@ -133,7 +133,7 @@ impl Api {
     pub async fn resolve_run(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         end: &crate::status::RunEnd,
         policy: RunPolicy,
         retry_at: DateTime<Utc>,
@@ -152,7 +152,7 @@ impl Api {
     pub async fn release_unreachable_run(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         message: &str,
         retry_at: DateTime<Utc>,
     ) -> Result<Notification, store::Error> {

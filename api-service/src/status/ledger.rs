@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 
 use super::{Reconciled, VMoveEvent, VMoveRecord, VMoveStatus};
 use crate::domain::{
-    InstanceResult, PlannedInstance, ProgressEvent, ProgressState, RunEvent, SequencedEvent,
-    VMoveType,
+    InstanceId, InstanceResult, PlannedInstance, PriorState, ProgressEvent, ProgressState,
+    RunEvent, RunId, SequencedEvent, VMoveType,
 };
 use crate::status::RunOutcome;
 
@@ -29,6 +29,8 @@ pub struct LedgerVMove {
     pub instance_name: String,
     pub source_host: String,
     pub vmove_type: VMoveType,
+    /// The instance's state before the failure, as the plan recorded it.
+    pub prior_state: Option<PriorState>,
     pub record: VMoveRecord,
     /// The engine's current step: name, what it said, when.
     pub step: Option<Step>,
@@ -67,10 +69,10 @@ pub struct HostChange {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Applied {
     /// Instances whose vmove the batch created, in plan order.
-    pub created: Vec<String>,
+    pub created: Vec<InstanceId>,
     /// Instances whose existing vmove the batch changed, in first-touch
     /// order (created ones are not repeated here).
-    pub updated: Vec<String>,
+    pub updated: Vec<InstanceId>,
     pub progress: Vec<ProgressEvent>,
     pub hosts: Vec<HostChange>,
     /// The engine's `Done`, if the batch held it.
@@ -82,10 +84,10 @@ pub struct Applied {
 /// A run's state: loaded by the store, changed by events.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunLedger {
-    run_id: String,
+    run_id: RunId,
     sequence: u64,
     progress_sequence: u64,
-    vmoves: HashMap<String, LedgerVMove>,
+    vmoves: HashMap<InstanceId, LedgerVMove>,
     /// A release-locks run of an ended notification: only lock changes,
     /// progress and `Done` are accepted; no status changes.
     locks_only: bool,
@@ -96,10 +98,10 @@ impl RunLedger {
     /// the notification's last progress event is `progress_sequence`, and
     /// `vmoves` are the existing vmoves the coming events may name.
     pub fn new(
-        run_id: impl Into<String>,
+        run_id: impl Into<RunId>,
         sequence: u64,
         progress_sequence: u64,
-        vmoves: HashMap<String, LedgerVMove>,
+        vmoves: HashMap<InstanceId, LedgerVMove>,
     ) -> Self {
         Self {
             run_id: run_id.into(),
@@ -118,7 +120,7 @@ impl RunLedger {
     }
 
     /// The instances a batch's new events name (those the store must load).
-    pub fn mentioned(events: &[SequencedEvent], after: u64) -> Vec<String> {
+    pub fn mentioned(events: &[SequencedEvent], after: u64) -> Vec<InstanceId> {
         let mut ids = Vec::new();
         for e in events.iter().filter(|e| e.sequence > after) {
             match &e.event {
@@ -315,7 +317,7 @@ impl RunLedger {
                     *state,
                     message.clone(),
                     *at,
-                    instance_id.as_deref(),
+                    instance_id.as_ref(),
                 );
             }
             RunEvent::LockChanged {
@@ -410,6 +412,7 @@ impl RunLedger {
                 instance_name: p.instance_name.clone(),
                 source_host: p.source_host.clone(),
                 vmove_type: p.vmove_type,
+                prior_state: p.prior_state,
                 record: VMoveRecord::planned(),
                 step: None,
                 lock_held: false,
@@ -418,7 +421,7 @@ impl RunLedger {
         applied.created.push(p.instance_id.clone());
     }
 
-    fn planned_mut(&mut self, instance_id: &str) -> Result<&mut LedgerVMove, Rejected> {
+    fn planned_mut(&mut self, instance_id: &InstanceId) -> Result<&mut LedgerVMove, Rejected> {
         self.vmoves.get_mut(instance_id).ok_or_else(|| {
             Rejected(format!(
                 "instance {instance_id} was not announced in the run's plan"
@@ -433,7 +436,7 @@ impl RunLedger {
         state: ProgressState,
         message: String,
         time: DateTime<Utc>,
-        instance_id: Option<&str>,
+        instance_id: Option<&InstanceId>,
     ) {
         self.progress_sequence += 1;
         applied.progress.push(ProgressEvent {
@@ -442,21 +445,19 @@ impl RunLedger {
             state,
             message,
             time,
-            instance_id: instance_id.map(str::to_owned),
+            instance_id: instance_id.map(InstanceId::to_string),
         });
     }
 }
 
 /// `name (id)`, for progress texts.
-fn describe(vmove: &LedgerVMove, instance_id: &str) -> String {
+fn describe(vmove: &LedgerVMove, instance_id: &InstanceId) -> String {
     format!("{} ({instance_id})", vmove.instance_name)
 }
 
-fn touched(applied: &mut Applied, instance_id: &str) {
-    if !applied.created.iter().any(|i| i == instance_id)
-        && !applied.updated.iter().any(|i| i == instance_id)
-    {
-        applied.updated.push(instance_id.to_owned());
+fn touched(applied: &mut Applied, instance_id: &InstanceId) {
+    if !applied.created.contains(instance_id) && !applied.updated.contains(instance_id) {
+        applied.updated.push(instance_id.clone());
     }
 }
 
@@ -484,10 +485,11 @@ mod tests {
         RunEvent::Plan(
             ids.iter()
                 .map(|id| PlannedInstance {
-                    instance_id: (*id).to_owned(),
+                    instance_id: (*id).into(),
                     instance_name: format!("vm-{id}"),
                     source_host: "compute-01".to_owned(),
                     vmove_type: VMoveType::Evacuation,
+                    prior_state: Some(PriorState::Active),
                 })
                 .collect(),
         )

@@ -22,13 +22,13 @@ use super::notifications::{to_notification, unfinished};
 use super::vmoves::{to_record, to_vmove};
 use super::{Error, Result, Store, now, parse_enum, parse_uuid};
 use crate::domain::{
-    InstanceRef, Notification, NotificationId, ProgressEvent, RunClaim, RunKind, SequencedEvent,
-    VMove, VMoveId, VMoveType,
+    InstanceId, InstanceRef, Notification, NotificationId, PriorState, ProgressEvent, RunClaim,
+    RunId, RunKind, SequencedEvent, VMove, VMoveId, VMoveType,
 };
 use crate::status::ledger::{LedgerVMove, RunLedger, Step};
 use crate::status::{
-    NotificationEvent, NotificationStatus, Resolution, RetryBudget, RunEnd, RunOutcome, VMoveEvent,
-    VMoveRecord, VMoveStatus, VMoveView, resolve_run, with_locks_held,
+    NotificationEvent, NotificationStatus, Resolution, RetryBudget, RunEnd, RunOutcome, Transition,
+    VMoveEvent, VMoveRecord, VMoveStatus, VMoveView, resolve_run, with_locks_held,
 };
 
 /// Rows per INSERT, below every backend's parameter limit.
@@ -47,7 +47,7 @@ pub enum DueWork {
     /// A run to claim (a recovery, a reconcile, a release of locks).
     Run,
     /// Run `run_id` lost its replica: take it over and resolve it as lost.
-    TakeOver { run_id: String },
+    TakeOver { run_id: RunId },
 }
 
 /// What persisting a batch of events changed.
@@ -114,14 +114,14 @@ fn kind_of(row: &notification::Model) -> Result<Option<RunKind>> {
 
 /// The row, if it is running run `run_id` (a release-locks run runs on a
 /// notification that has ended).
-fn check_run(row: &notification::Model, run_id: &str) -> Result<RunKind> {
+fn check_run(row: &notification::Model, run_id: &RunId) -> Result<RunKind> {
     let status = status_of(row)?;
     let kind = kind_of(row)?.unwrap_or(RunKind::Recover);
     let running = match kind {
         RunKind::ReleaseLocks => status.is_terminal(),
         RunKind::Recover | RunKind::Reconcile => status == NotificationStatus::Running,
     };
-    if !running || row.run_id.as_deref() != Some(run_id) {
+    if !running || row.run_id.as_deref() != Some(run_id.as_str()) {
         return Err(Error::Stale(format!(
             "notification {} is {} with run {}, not running run {run_id}",
             row.uuid,
@@ -177,6 +177,11 @@ fn ledger_vmove(row: &vmove::Model) -> Result<LedgerVMove> {
         instance_name: row.instance_name.clone(),
         source_host: row.source_host.clone(),
         vmove_type: parse_enum("vmoves", "type", &row.r#type, VMoveType::parse)?,
+        prior_state: row
+            .prior_state
+            .as_deref()
+            .map(|s| parse_enum("vmoves", "prior_state", s, PriorState::parse))
+            .transpose()?,
         record: to_record(row)?,
         step: row.step.as_ref().map(|name| Step {
             name: name.clone(),
@@ -254,7 +259,7 @@ impl Store {
             .ok_or_else(|| Error::not_found("notification", id))?;
         let status = status_of(&row)?;
         let at = now();
-        let run_id = uuid::Uuid::new_v4().to_string();
+        let run_id = RunId::from(uuid::Uuid::new_v4().to_string());
         if status.is_terminal() {
             return self.claim_lock_release(row, replica, policy, run_id).await;
         }
@@ -290,7 +295,7 @@ impl Store {
                 notification::Column::Attempts,
                 Expr::col(notification::Column::Attempts).add(1),
             )
-            .col_expr(notification::Column::RunId, Expr::value(run_id.clone()))
+            .col_expr(notification::Column::RunId, Expr::value(run_id.to_string()))
             .col_expr(notification::Column::RunKind, Expr::value(kind.as_str()))
             .col_expr(notification::Column::RunSequence, Expr::value(0i64))
             .col_expr(notification::Column::ClaimedBy, Expr::value(replica))
@@ -327,7 +332,7 @@ impl Store {
         row: notification::Model,
         replica: &str,
         policy: RunPolicy,
-        run_id: String,
+        run_id: RunId,
     ) -> Result<Option<(Notification, RunClaim)>> {
         let at = now();
         let lapsed = row.lease_until.is_none_or(|until| until < at);
@@ -343,7 +348,7 @@ impl Store {
             None => notification::Column::RunId.is_null(),
         };
         let changed = notification::Entity::update_many()
-            .col_expr(notification::Column::RunId, Expr::value(run_id.clone()))
+            .col_expr(notification::Column::RunId, Expr::value(run_id.to_string()))
             .col_expr(
                 notification::Column::RunKind,
                 Expr::value(RunKind::ReleaseLocks.as_str()),
@@ -376,7 +381,7 @@ impl Store {
     async fn claimed(
         &self,
         id: NotificationId,
-        run_id: String,
+        run_id: RunId,
         kind: RunKind,
     ) -> Result<(Notification, RunClaim)> {
         let row = notification::Entity::find()
@@ -400,7 +405,7 @@ impl Store {
     pub async fn take_over(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         replica: &str,
         lease: Duration,
     ) -> Result<bool> {
@@ -413,7 +418,7 @@ impl Store {
             )
             .filter(notification::Column::Uuid.eq(id.to_string()))
             .filter(notification::Column::Status.eq(NotificationStatus::Running.as_str()))
-            .filter(notification::Column::RunId.eq(run_id))
+            .filter(notification::Column::RunId.eq(run_id.as_str()))
             .filter(
                 notification::Column::ClaimedBy
                     .eq(replica)
@@ -431,7 +436,7 @@ impl Store {
     pub async fn renew_lease(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         lease: Duration,
     ) -> Result<bool> {
         let changed = notification::Entity::update_many()
@@ -440,7 +445,7 @@ impl Store {
                 Expr::value(plus(now(), lease)),
             )
             .filter(notification::Column::Uuid.eq(id.to_string()))
-            .filter(notification::Column::RunId.eq(run_id))
+            .filter(notification::Column::RunId.eq(run_id.as_str()))
             .exec(&self.db)
             .await?
             .rows_affected;
@@ -454,15 +459,22 @@ impl Store {
         id: NotificationId,
         kind: RunKind,
     ) -> Result<Vec<InstanceRef>> {
-        Ok(run_vmoves(&self.db, id, kind)
+        run_vmoves(&self.db, id, kind)
             .await?
             .into_iter()
-            .map(|row| InstanceRef {
-                instance_id: row.instance_uuid,
-                instance_name: row.instance_name,
-                source_host: row.source_host,
+            .map(|row| {
+                Ok(InstanceRef {
+                    prior_state: row
+                        .prior_state
+                        .as_deref()
+                        .map(|s| parse_enum("vmoves", "prior_state", s, PriorState::parse))
+                        .transpose()?,
+                    instance_id: row.instance_uuid.into(),
+                    instance_name: row.instance_name,
+                    source_host: row.source_host,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Persists a batch of a run's events in one transaction, in order and
@@ -473,7 +485,7 @@ impl Store {
     pub async fn apply_run_events(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         events: &[SequencedEvent],
         lease: Duration,
     ) -> Result<Applied> {
@@ -483,15 +495,15 @@ impl Store {
         let sequence = u64::try_from(row.run_sequence).unwrap_or_default();
         let nid = id.to_string();
 
-        let mut rows: HashMap<String, vmove::Model> = HashMap::new();
+        let mut rows: HashMap<InstanceId, vmove::Model> = HashMap::new();
         for chunk in RunLedger::mentioned(events, sequence).chunks(INSERT_CHUNK) {
             for row in vmove::Entity::find()
                 .filter(vmove::Column::NotificationUuid.eq(nid.as_str()))
-                .filter(vmove::Column::InstanceUuid.is_in(chunk.iter().cloned()))
+                .filter(vmove::Column::InstanceUuid.is_in(chunk.iter().map(InstanceId::to_string)))
                 .all(&txn)
                 .await?
             {
-                rows.insert(row.instance_uuid.clone(), row);
+                rows.insert(InstanceId::from(row.instance_uuid.clone()), row);
             }
         }
         let progress_sequence: i64 = progress_event::Entity::find()
@@ -508,7 +520,7 @@ impl Store {
             .map(|(instance, row)| Ok((instance.clone(), ledger_vmove(row)?)))
             .collect::<Result<HashMap<_, _>>>()?;
         let mut ledger = RunLedger::new(
-            run_id,
+            run_id.clone(),
             sequence,
             u64::try_from(progress_sequence).unwrap_or_default(),
             known,
@@ -525,12 +537,13 @@ impl Store {
         let inserts: Vec<vmove::ActiveModel> = decided
             .created
             .iter()
-            .filter_map(|instance| ledger.vmove(instance).map(|v| (instance, v)))
+            .filter_map(|instance| ledger.vmove(instance.as_str()).map(|v| (instance, v)))
             .map(|(instance, v)| {
                 let mut active = vmove::ActiveModel {
                     uuid: Set(VMoveId::new().to_string()),
                     notification_uuid: Set(nid.clone()),
-                    instance_uuid: Set(instance.clone()),
+                    instance_uuid: Set(instance.to_string()),
+                    prior_state: Set(v.prior_state.map(|s| s.as_str().to_owned())),
                     instance_name: Set(v.instance_name.clone()),
                     source_host: Set(v.source_host.clone()),
                     r#type: Set(v.vmove_type.as_str().to_owned()),
@@ -558,14 +571,16 @@ impl Store {
             changed.extend(
                 vmove::Entity::find()
                     .filter(vmove::Column::NotificationUuid.eq(nid.as_str()))
-                    .filter(vmove::Column::InstanceUuid.is_in(chunk.iter().cloned()))
+                    .filter(
+                        vmove::Column::InstanceUuid.is_in(chunk.iter().map(InstanceId::to_string)),
+                    )
                     .order_by_asc(vmove::Column::Id)
                     .all(&txn)
                     .await?,
             );
         }
         for instance in &decided.updated {
-            let (Some(row), Some(v)) = (rows.get(instance), ledger.vmove(instance)) else {
+            let (Some(row), Some(v)) = (rows.get(instance), ledger.vmove(instance.as_str())) else {
                 continue;
             };
             changed
@@ -642,7 +657,7 @@ impl Store {
     pub async fn resolve_run(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         end: &RunEnd,
         policy: RunPolicy,
         retry_at: DateTime<Utc>,
@@ -776,7 +791,7 @@ impl Store {
     pub async fn release_unreachable(
         &self,
         id: NotificationId,
-        run_id: &str,
+        run_id: &RunId,
         message: &str,
         retry_at: DateTime<Utc>,
     ) -> Result<Notification> {
@@ -945,7 +960,9 @@ impl Store {
             .map(|row| {
                 let id = parse_uuid("notifications", "uuid", &row.uuid)?;
                 let work = match (status_of(&row)?, row.run_id) {
-                    (NotificationStatus::Running, Some(run_id)) => DueWork::TakeOver { run_id },
+                    (NotificationStatus::Running, Some(run_id)) => DueWork::TakeOver {
+                        run_id: run_id.into(),
+                    },
                     _ => DueWork::Run,
                 };
                 Ok(Due { id, work })

@@ -19,7 +19,7 @@ use crate::domain::{
     Host, NewNotification, Notification, NotificationFields, NotificationFilter, NotificationId,
     NotificationType, Page, PageRequest, ProgressEvent, ProgressState, Segment, SegmentId,
 };
-use crate::status::{IntakeVerdict, NotificationEvent, NotificationStatus};
+use crate::status::{IntakeVerdict, NotificationEvent, NotificationStatus, Transition as _};
 
 /// The statuses that count as unfinished, as stored.
 pub(super) fn unfinished() -> [&'static str; 3] {
@@ -382,7 +382,7 @@ impl Store {
                 segment_uuid: segment.id.to_string(),
                 generated_time: new.generated_time,
                 payload: payload.clone(),
-                status: NotificationStatus::at_intake(&verdict).as_str().to_owned(),
+                status: crate::status::at_intake(&verdict).as_str().to_owned(),
                 message: verdict.message().map(str::to_owned),
                 idempotency_key: new.idempotency_key.clone(),
                 attempts: 0,

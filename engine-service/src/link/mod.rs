@@ -93,7 +93,7 @@ impl pb::engine_server::Engine for RecoverService {
 
 /// Numbers and forwards the run's events, and reads acks and cancels.
 async fn session(
-    run_id: String,
+    run_id: instanceha_proto::run::RunId,
     mut events: mpsc::UnboundedReceiver<RunEvent>,
     mut inbound: Streaming<pb::RecoverRequest>,
     out: mpsc::Sender<Result<pb::RunEvent, Status>>,

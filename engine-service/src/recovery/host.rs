@@ -215,7 +215,7 @@ impl Run {
                     .instances
                     .iter()
                     .map(|r| EvacuationJob {
-                        instance_id: r.instance_id.clone(),
+                        instance_id: r.instance_id.to_string(),
                         instance_name: r.instance_name.clone(),
                         listed: None,
                     })
@@ -226,17 +226,18 @@ impl Run {
         self.reporter.plan(
             jobs.iter()
                 .map(|job| PlannedInstance {
-                    instance_id: job.instance_id.clone(),
+                    instance_id: job.instance_id.as_str().into(),
                     instance_name: job.instance_name.clone(),
                     source_host: host.clone(),
-                    kind: VMoveType::Evacuation,
+                    vmove_type: VMoveType::Evacuation,
+                    prior_state: None,
                 })
                 .collect(),
         );
 
         let targets = match targets(
             self.request.recovery_method,
-            &self.request.reserved_hosts,
+            &self.request.reserved_host_names(),
             &host,
         ) {
             Ok(targets) => targets,

@@ -17,13 +17,11 @@ mod services;
 mod vm;
 mod volumes;
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -32,59 +30,12 @@ pub use report::{
 };
 
 use crate::workflow::selection::SelectionRules;
-use crate::workflow::targets::RecoveryMethod;
+use chrono::{DateTime, Utc};
 use instanceha_runtime::clock::Clock;
 use openstack_client::nova::Server;
 use openstack_client::{self, OpenStack};
 
-/// What a notification is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotificationType {
-    ComputeHost,
-    Process,
-    Vm,
-}
-
-/// What a run does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunKind {
-    /// Recover the notification's instances.
-    Recover,
-    /// Read each named instance's truth from Nova, follow an evacuation in
-    /// progress, release this notification's locks; change nothing else.
-    Reconcile,
-    /// Release this notification's locks on the named instances.
-    ReleaseLocks,
-}
-
-/// One run of a notification, as the API asked for it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StartRun {
-    pub run_id: String,
-    pub attempt: u32,
-    pub run_kind: RunKind,
-    pub notification_id: String,
-    pub kind: NotificationType,
-    pub hostname: String,
-    pub payload: BTreeMap<String, String>,
-    pub generated_time: Option<DateTime<Utc>>,
-    pub segment_name: String,
-    pub recovery_method: RecoveryMethod,
-    /// Reserved hosts, not on maintenance, in the order to try.
-    pub reserved_hosts: Vec<String>,
-    /// For a recovery: on a retry, the instances to recover again (empty:
-    /// plan afresh). For the other kinds: the instances to look at.
-    pub instances: Vec<InstanceRef>,
-}
-
-/// An instance a run is asked about, with the host it is to be recovered
-/// from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InstanceRef {
-    pub instance_id: String,
-    pub instance_name: String,
-    pub source_host: String,
-}
+pub use instanceha_proto::run::{InstanceRef, NotificationType, RunKind, StartRun};
 
 /// How the workflows behave (from the engine's configuration).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,14 +115,14 @@ impl Engine {
     /// `Done` last.
     /// (Run it inside the run's span: the link creates it.)
     pub async fn run(&self, request: StartRun, reporter: Reporter, cancel: CancellationToken) {
-        tracing::info!(kind = ?request.kind, "recovery run started");
+        tracing::info!(kind = ?request.notification_type, "recovery run started");
         let run = Run {
             engine: self.clone(),
             request: Arc::new(request),
             reporter: reporter.clone(),
             cancel,
         };
-        let outcome = match (run.request.run_kind, run.request.kind) {
+        let outcome = match (run.request.run_kind, run.request.notification_type) {
             (RunKind::Recover, NotificationType::ComputeHost) => run.host_failure().await,
             (RunKind::Recover, NotificationType::Vm) => run.instance_failure().await,
             (RunKind::Recover, NotificationType::Process) => run.process_failure().await,

@@ -65,7 +65,8 @@ impl Run {
                     run.release_lock(&instance).await?;
                     return Ok(());
                 };
-                run.reporter.reconciled(&instance.instance_id, result);
+                run.reporter
+                    .reconciled(instance.instance_id.as_str(), result);
                 Ok(())
             });
         }

@@ -62,10 +62,11 @@ impl Run {
             });
         }
         self.reporter.plan(vec![PlannedInstance {
-            instance_id: id.clone(),
+            instance_id: id.as_str().into(),
             instance_name: server.name.clone(),
             source_host: server.host.clone().unwrap_or_default(),
-            kind: VMoveType::Restart,
+            vmove_type: VMoveType::Restart,
+            prior_state: None,
         }]);
         let start = Utc::now();
         self.reporter.instance_started(&id, start);

@@ -3,14 +3,7 @@
 
 use std::fmt;
 
-/// The recovery methods of a segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecoveryMethod {
-    Auto,
-    ReservedHost,
-    AutoPriority,
-    RhPriority,
-}
+pub use instanceha_proto::model::RecoveryMethod;
 
 /// One place to try.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

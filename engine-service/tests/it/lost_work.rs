@@ -77,11 +77,11 @@ async fn engine(sim: &Sim) -> Engine {
 
 fn start(host: &str, kind: RunKind, attempt: u32, instances: Vec<InstanceRef>) -> StartRun {
     StartRun {
-        run_id: format!("{host}-{attempt}"),
+        run_id: format!("{host}-{attempt}").into(),
         attempt,
         run_kind: kind,
         notification_id: format!("lost-work-{host}"),
-        kind: NotificationType::ComputeHost,
+        notification_type: NotificationType::ComputeHost,
         hostname: host.to_owned(),
         payload: [
             ("event", "STOPPED"),
@@ -92,8 +92,10 @@ fn start(host: &str, kind: RunKind, attempt: u32, instances: Vec<InstanceRef>) -
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect(),
         generated_time: Some(chrono::Utc::now()),
+        segment_id: "segment-id".to_owned(),
         segment_name: "segment".to_owned(),
         recovery_method: RecoveryMethod::Auto,
+        service_type: "COMPUTE".to_owned(),
         reserved_hosts: Vec::new(),
         instances,
     }
@@ -141,7 +143,7 @@ async fn run(engine: &Engine, request: StartRun) -> Ran {
         match event {
             RunEvent::InstanceFinished {
                 instance_id,
-                outcome,
+                result: outcome,
                 ..
             }
             | RunEvent::InstanceReconciled {
@@ -149,7 +151,7 @@ async fn run(engine: &Engine, request: StartRun) -> Ran {
                 result: outcome,
                 ..
             } => {
-                ran.results.insert(instance_id, outcome);
+                ran.results.insert(instance_id.into_string(), outcome);
             }
             RunEvent::InstanceStep {
                 instance_id,
@@ -158,7 +160,7 @@ async fn run(engine: &Engine, request: StartRun) -> Ran {
                 ..
             } => ran
                 .steps
-                .entry(instance_id)
+                .entry(instance_id.into_string())
                 .or_default()
                 .push((step.to_owned(), message)),
             RunEvent::Done(outcome) => ran.outcome = Some(outcome),
@@ -520,12 +522,13 @@ fn refs(sim: &Sim, ids: &[String]) -> Vec<InstanceRef> {
     let world = sim.snapshot();
     ids.iter()
         .map(|id| InstanceRef {
-            instance_id: id.clone(),
+            instance_id: id.clone().into(),
             instance_name: world
                 .instance(id)
                 .map(|s| s.name.clone())
                 .unwrap_or_default(),
             source_host: FAILED.to_owned(),
+            prior_state: None,
         })
         .collect()
 }

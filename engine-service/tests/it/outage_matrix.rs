@@ -234,11 +234,11 @@ fn engine_from(settings: &EngineSettings) -> Engine {
 
 fn start(kind: RunKind, attempt: u32, instances: Vec<InstanceRef>) -> StartRun {
     StartRun {
-        run_id: format!("run-{attempt}"),
+        run_id: format!("run-{attempt}").into(),
         attempt,
         run_kind: kind,
         notification_id: "outage-matrix".to_owned(),
-        kind: NotificationType::ComputeHost,
+        notification_type: NotificationType::ComputeHost,
         hostname: FAILED_HOST.to_owned(),
         payload: [
             ("event", "STOPPED"),
@@ -249,8 +249,10 @@ fn start(kind: RunKind, attempt: u32, instances: Vec<InstanceRef>) -> StartRun {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect(),
         generated_time: Some(chrono::Utc::now()),
+        segment_id: "segment-id".to_owned(),
         segment_name: "segment".to_owned(),
         recovery_method: RecoveryMethod::Auto,
+        service_type: "COMPUTE".to_owned(),
         reserved_hosts: Vec::new(),
         instances,
     }
@@ -273,7 +275,7 @@ async fn run(engine: &Engine, request: StartRun) -> Ran {
         match event {
             RunEvent::InstanceFinished {
                 instance_id,
-                outcome,
+                result: outcome,
                 ..
             }
             | RunEvent::InstanceReconciled {
@@ -281,7 +283,7 @@ async fn run(engine: &Engine, request: StartRun) -> Ran {
                 result: outcome,
                 ..
             } => {
-                ran.results.insert(instance_id, outcome);
+                ran.results.insert(instance_id.into_string(), outcome);
             }
             RunEvent::Done(outcome) => ran.outcome = Some(outcome),
             _ => {}
@@ -301,9 +303,10 @@ fn refs(sim: &Sim, ids: impl IntoIterator<Item = String>) -> Vec<InstanceRef> {
                 .map(|s| s.name.clone())
                 .unwrap_or_default();
             InstanceRef {
-                instance_id: id,
+                instance_id: id.into(),
                 instance_name: name,
                 source_host: FAILED_HOST.to_owned(),
+                prior_state: None,
             }
         })
         .collect()

@@ -29,6 +29,9 @@ pub struct Model {
     pub lock_held: bool,
     /// Failed for a passing reason (worth another run).
     pub retryable: bool,
+    /// The instance's state before the failure (`active`, `stopped`,
+    /// `error`), as the plan recorded it.
+    pub prior_state: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -297,21 +297,25 @@ fn domain(sequence: u64, event: &Ev) -> SequencedEvent {
                 .into_iter()
                 .map(|i| PlannedInstance {
                     instance_name: format!("vm-{i}"),
-                    instance_id: i,
+                    instance_id: i.into(),
                     source_host: "compute-01".to_owned(),
                     vmove_type: VMoveType::Evacuation,
+                    prior_state: None,
                 })
                 .collect(),
         ),
-        Ev::Started(instance_id) => RunEvent::InstanceStarted { instance_id, at },
+        Ev::Started(instance_id) => RunEvent::InstanceStarted {
+            instance_id: instance_id.into(),
+            at,
+        },
         Ev::Step(instance_id) => RunEvent::InstanceStep {
-            instance_id,
+            instance_id: instance_id.into(),
             step: "evacuate".to_owned(),
             message: "evacuating".to_owned(),
             at,
         },
         Ev::Finished(instance_id, outcome) => RunEvent::InstanceFinished {
-            instance_id,
+            instance_id: instance_id.into(),
             result: match outcome {
                 Outcome::Succeeded => InstanceResult::Succeeded {
                     dest_host: Some("compute-09".to_owned()),
@@ -334,7 +338,7 @@ fn domain(sequence: u64, event: &Ev) -> SequencedEvent {
             state: ProgressState::Info,
             message: "progress".to_owned(),
             at,
-            instance_id,
+            instance_id: instance_id.map(Into::into),
         },
         Ev::HostUpdate(hostname, on_maintenance, reserved) => RunEvent::HostUpdate {
             hostname,
@@ -370,7 +374,7 @@ async fn claimed(store: &Store, hostname: &str) -> (NotificationId, String) {
         .await
         .unwrap()
         .unwrap();
-    (n.id, run.run_id)
+    (n.id, run.run_id.to_string())
 }
 
 /// A long lease, `max_attempts` runs, a retry window that stays open.
@@ -539,7 +543,7 @@ fn check_store(backend: Backend, cases: u32) {
                     Err(_) => Some(db.dump().await),
                     Ok(_) => None,
                 };
-                let applied = store.apply_run_events(id, &run_id, &events, LEASE).await;
+                let applied = store.apply_run_events(id, &run_id.as_str().into(), &events, LEASE).await;
                 match expected {
                     Err(why) => {
                         let before = before.unwrap_or_default();
@@ -567,7 +571,7 @@ fn check_store(backend: Backend, cases: u32) {
                             // Only the lease moves.
                             let masked = [("notifications", "lease_until")];
                             let before = db.dump_masked(&masked).await;
-                            let again = store.apply_run_events(id, &run_id, &events, LEASE).await;
+                            let again = store.apply_run_events(id, &run_id.as_str().into(), &events, LEASE).await;
                             let again = again.map_err(|e| TestCaseError::fail(format!("a replay failed: {e}")))?;
                             prop_assert!(again.vmoves.is_empty() && again.progress.is_empty() && again.done.is_none());
                             prop_assert_eq!(again.sequence, model.sequence);
@@ -585,7 +589,7 @@ fn check_store(backend: Backend, cases: u32) {
             };
             let expected = model.resolution(&end, max_attempts).status();
             store
-                .resolve_run(id, &run_id, &end, policy(max_attempts), Utc::now())
+                .resolve_run(id, &run_id.as_str().into(), &end, policy(max_attempts), Utc::now())
                 .await
                 .map_err(|e| TestCaseError::fail(format!("resolve: {e}")))?;
             let status = check_invariants(&store, id).await.map_err(TestCaseError::fail)?;
@@ -710,6 +714,7 @@ fn message(run_id: &str, sequence: u64, event: &Ev, wire: Wire) -> epb::RunEvent
                     } else {
                         pb::VmoveType::Evacuation as i32
                     },
+                    prior_state: epb::PriorState::Active as i32,
                 })
                 .collect(),
         }),

@@ -758,19 +758,20 @@ async fn fixture(app: &mut TestApp) -> Known {
         .expect("claimable");
     let at = chrono::Utc::now();
     let planned = |i: &str| PlannedInstance {
-        instance_id: i.to_owned(),
+        instance_id: i.into(),
         instance_name: format!("vm-{i}"),
         source_host: "compute-01".to_owned(),
         vmove_type: VMoveType::Evacuation,
+        prior_state: None,
     };
     let events = vec![
         RunEvent::Plan(vec![planned("i-1"), planned("i-2")]),
         RunEvent::InstanceStarted {
-            instance_id: "i-1".to_owned(),
+            instance_id: "i-1".into(),
             at,
         },
         RunEvent::InstanceFinished {
-            instance_id: "i-1".to_owned(),
+            instance_id: "i-1".into(),
             result: instanceha_api::domain::InstanceResult::Succeeded {
                 note: None,
                 dest_host: Some("compute-03".to_owned()),
