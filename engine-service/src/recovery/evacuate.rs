@@ -11,6 +11,7 @@ use super::repair::Repairing;
 use super::{Cancelled, Cause, InstanceResult, Run, StepFailure};
 use crate::workflow::evacuation::{self, Verdict};
 use crate::workflow::targets::Target;
+use instanceha_proto::run::PriorState;
 use openstack_client::nova::{Migration, Server};
 
 /// One instance to recover.
@@ -20,6 +21,9 @@ pub(super) struct EvacuationJob {
     pub instance_name: String,
     /// The server as the host listing showed it, if just listed.
     pub listed: Option<Server>,
+    /// Its state before the failure, as recorded with the plan (given back
+    /// on a retry), or as planned now from the listing.
+    pub prior_state: Option<PriorState>,
 }
 
 /// How following an evacuation ended.
@@ -85,7 +89,16 @@ impl Run {
             Err(failure) => return self.confirm_failure(&id, failure).await,
         };
         let outcome = self
-            .evacuate_locked(&id, &server, targets, watch, reserved, fenced, slot)
+            .evacuate_locked(
+                &id,
+                &server,
+                job.prior_state,
+                targets,
+                watch,
+                reserved,
+                fenced,
+                slot,
+            )
             .await;
         let outcome = match outcome {
             Ok(InstanceResult::Failed { message, retryable }) => {
@@ -240,6 +253,7 @@ impl Run {
         &self,
         id: &str,
         server: &Server,
+        prior_state: Option<PriorState>,
         targets: &[Target],
         watch: &MigrationWatch,
         reserved: &ReservedHosts,
@@ -248,7 +262,12 @@ impl Run {
     ) -> Result<InstanceResult, Cancelled> {
         let source = self.request.hostname.clone();
         let mut follower = watch.follow(id);
-        let preparation = evacuation::prepare(server, follower.earlier_failed());
+        // The state before the failure: as recorded with the plan, else
+        // inferred (a plan made before the API recorded it).
+        let preparation = match prior_state {
+            Some(prior) => evacuation::prepare_known(server, prior),
+            None => evacuation::prepare(server, follower.earlier_failed()),
+        };
         let mut was_error = server.vm_state() == "error";
         // Asked once more after Nova gave up on an evacuation and left the
         // instance on the failed host.

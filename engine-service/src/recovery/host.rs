@@ -20,6 +20,7 @@ use super::{
     Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, StepFailure,
     VMoveType,
 };
+use crate::workflow::evacuation;
 use crate::workflow::selection::select_instances;
 use crate::workflow::targets::{Target, targets};
 use openstack_client::nova::{ComputeService, Server, ServiceUpdate};
@@ -218,11 +219,28 @@ impl Run {
                         instance_id: r.instance_id.to_string(),
                         instance_name: r.instance_name.clone(),
                         listed: None,
+                        prior_state: r.prior_state,
                     })
                     .collect()
             }
         };
 
+        // The state each instance had before the failure, read from the
+        // listing before anything changed it, goes with the plan; a retry
+        // gets it back.
+        let jobs: Vec<EvacuationJob> = jobs
+            .into_iter()
+            .map(|mut job| {
+                if job.prior_state.is_none()
+                    && let Some(server) = &job.listed
+                {
+                    let earlier_failed = watch.follow(&job.instance_id).earlier_failed();
+                    job.prior_state =
+                        Some(evacuation::prepare(server, earlier_failed).desired.into());
+                }
+                job
+            })
+            .collect();
         self.reporter.plan(
             jobs.iter()
                 .map(|job| PlannedInstance {
@@ -230,7 +248,7 @@ impl Run {
                     instance_name: job.instance_name.clone(),
                     source_host: host.clone(),
                     vmove_type: VMoveType::Evacuation,
-                    prior_state: None,
+                    prior_state: job.prior_state,
                 })
                 .collect(),
         );
@@ -363,6 +381,7 @@ impl Run {
                 instance_id: server.id.clone(),
                 instance_name: server.name.clone(),
                 listed: Some(server),
+                prior_state: None,
             })
             .collect()))
     }

@@ -1,9 +1,11 @@
-//! Evacuating one instance: the state to prepare and to restore, and the
+//! Evacuating one instance: the state to prepare and to restore (the one
+//! recorded with the plan when known, else inferred), and the
 //! verdict on an evacuation in flight from what Nova shows (the server, its
 //! migration record), following the contract's poller rules: a failed
 //! claim, a scheduling failure or a compute error is seen at once from the
 //! migration, not after a timeout.
 
+use instanceha_proto::run::PriorState;
 use openstack_client::nova::{Migration, Server};
 
 /// The state an instance should be in after its recovery.
@@ -14,6 +16,26 @@ pub enum DesiredState {
     /// It was in error before the failure; evacuation makes it active, and
     /// it is put back to error as Masakari does.
     Error,
+}
+
+impl From<PriorState> for DesiredState {
+    fn from(prior: PriorState) -> Self {
+        match prior {
+            PriorState::Active => Self::Active,
+            PriorState::Stopped => Self::Stopped,
+            PriorState::Error => Self::Error,
+        }
+    }
+}
+
+impl From<DesiredState> for PriorState {
+    fn from(desired: DesiredState) -> Self {
+        match desired {
+            DesiredState::Active => Self::Active,
+            DesiredState::Stopped => Self::Stopped,
+            DesiredState::Error => Self::Error,
+        }
+    }
 }
 
 /// What to do before evacuating.
@@ -52,6 +74,16 @@ pub fn prepare(server: &Server, earlier_failed: bool) -> Preparation {
     Preparation {
         reset_to_error: busy || !evacuable,
         desired,
+    }
+}
+
+/// What to do before evacuating `server`, whose state before the failure
+/// is known (recorded with the plan at the first attempt): that state is
+/// restored after, whatever an earlier attempt left.
+pub fn prepare_known(server: &Server, prior: PriorState) -> Preparation {
+    Preparation {
+        desired: prior.into(),
+        ..prepare(server, false)
     }
 }
 
@@ -423,6 +455,29 @@ mod tests {
         shut_down.power_state = Some(4);
         assert_eq!(prepare(&shut_down, true).desired, DesiredState::Stopped);
         assert!(!prepare(&errored, true).reset_to_error);
+    }
+
+    #[test]
+    fn a_recorded_prior_state_wins_over_what_nova_shows_now() {
+        // In error after this recovery's own failed attempt, stopped before.
+        let errored = server("error", None, "c1");
+        assert_eq!(
+            prepare_known(&errored, PriorState::Stopped),
+            Preparation {
+                reset_to_error: false,
+                desired: DesiredState::Stopped
+            }
+        );
+        // Reset to error by a repair: active before.
+        assert_eq!(
+            prepare_known(&errored, PriorState::Active).desired,
+            DesiredState::Active
+        );
+        let busy = server("active", Some("rebuilding"), "c1");
+        assert!(prepare_known(&busy, PriorState::Active).reset_to_error);
+        for prior in PriorState::ALL {
+            assert_eq!(PriorState::from(DesiredState::from(prior)), prior);
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use instanceha_engine::recovery::{
     StartRun,
 };
 use instanceha_engine::workflow::targets::RecoveryMethod;
+use instanceha_proto::run::PriorState;
 use instanceha_runtime::clock::Clock;
 use openstack_client::OpenStack;
 use openstack_client::nova::ServiceUpdate;
@@ -104,6 +105,7 @@ fn start(host: &str, kind: RunKind, attempt: u32, instances: Vec<InstanceRef>) -
 /// What a run reported: each instance's result and steps, the outcome.
 #[derive(Debug, Default)]
 struct Ran {
+    planned: BTreeMap<String, Option<PriorState>>,
     results: BTreeMap<String, InstanceResult>,
     steps: BTreeMap<String, Vec<(String, String)>>,
     outcome: Option<RunOutcome>,
@@ -163,6 +165,12 @@ async fn run(engine: &Engine, request: StartRun) -> Ran {
                 .entry(instance_id.into_string())
                 .or_default()
                 .push((step.to_owned(), message)),
+            RunEvent::Plan(planned) => {
+                for p in planned {
+                    ran.planned
+                        .insert(p.instance_id.into_string(), p.prior_state);
+                }
+            }
             RunEvent::Done(outcome) => ran.outcome = Some(outcome),
             _ => {}
         }
@@ -552,4 +560,73 @@ async fn force_down(engine: &Engine, host: &str) {
         )
         .await
         .unwrap();
+}
+
+/// The state an instance had before the failure is recorded with the plan
+/// and restored at the end: after a repair (which reset it to error), and
+/// on a retry that finds it in an error an earlier attempt caused.
+#[tokio::test(start_paused = true)]
+async fn the_state_before_the_failure_is_restored_after_a_repair_and_on_a_retry() {
+    let settings = Settings {
+        speed: 1.0,
+        seed: 25,
+        ..Settings::default()
+    };
+    let scenario = Scenario::builder()
+        .settings(settings)
+        .host(HostSpec::new(FAILED))
+        .host(HostSpec::new(FIRST))
+        .host(HostSpec::new(SPARE).capacity(64, 131_072))
+        .instance(InstanceSpec::new("running", FAILED).ha(true))
+        .instance(
+            InstanceSpec::new("stopped", FAILED)
+                .ha(true)
+                .vm_state("stopped"),
+        )
+        .build()
+        .unwrap();
+    let sim = Sim::start(scenario, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let engine = engine(&sim).await;
+    sim.power_off(FAILED).unwrap();
+    sim.message_bus_outage(MessageBusOutage::from_next_evacuation(30.0))
+        .unwrap();
+    let ran = run(&engine, start(FAILED, RunKind::Recover, 1, Vec::new())).await;
+    let id = |name: &str| sim.snapshot().instance_by_name(name).unwrap().id.clone();
+    let (running, stopped) = (id("running"), id("stopped"));
+    assert_eq!(ran.planned[&running], Some(PriorState::Active));
+    assert_eq!(ran.planned[&stopped], Some(PriorState::Stopped));
+    assert!(ran.failed().is_empty(), "{:?}", ran.failed());
+    let state =
+        |id: &str| serde_json::to_value(sim.snapshot().instance(id).unwrap().vm_state).unwrap();
+    assert_eq!(state(&running), "active");
+    assert_eq!(state(&stopped), "stopped", "{}", ran.steps_of(&stopped));
+    if ran.steps_of(&stopped).contains("evacuating it again") {
+        assert!(
+            ran.steps_of(&stopped)
+                .contains("resetting its state to error")
+        );
+    }
+
+    // Its new host fails too, and a retry meets it in an error an earlier
+    // attempt left: the recorded state decides, not the error.
+    assert_eq!(
+        sim.snapshot().instance(&stopped).unwrap().host.as_deref(),
+        Some(FIRST)
+    );
+    engine
+        .openstack()
+        .reset_state(&stopped, "error")
+        .await
+        .unwrap();
+    let mut refs = refs(&sim, std::slice::from_ref(&stopped));
+    refs[0].source_host = FIRST.to_owned();
+    refs[0].prior_state = Some(PriorState::Stopped);
+    sim.power_off(FIRST).unwrap();
+    let retried = run(&engine, start(FIRST, RunKind::Recover, 2, refs)).await;
+    assert!(retried.failed().is_empty(), "{:?}", retried.failed());
+    assert_eq!(retried.planned[&stopped], Some(PriorState::Stopped));
+    assert_eq!(state(&stopped), "stopped");
+    sim.shutdown().await;
 }
