@@ -620,6 +620,21 @@ mod tests {
             err.to_string().contains("openstack.nova_microversion"),
             "{err}"
         );
+        // A stall must be judged before the evacuation times out.
+        for stalled in ["0s", "15m", "20m"] {
+            std::fs::write(
+                &path,
+                format!("[recovery]\nstalled_evacuation_after = \"{stalled}\"\n"),
+            )
+            .unwrap();
+            let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("recovery.stalled_evacuation_after")
+                    && err.to_string().contains("recovery.evacuation_timeout"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -41,9 +41,10 @@ use tokio::task::JoinHandle;
 pub use faults::{ErrorBody, FaultEffect, FaultRule, FaultService, InstalledFault};
 pub use request_log::RequestRecord;
 pub use scenario::{MessageBusOutage, Scenario};
-pub use world::evacuation::{EvacuationPhase, EvacuationRecord, EvacuationStats};
+pub use world::evacuation::EvacuationPhase;
 pub use world::model::EvacuationFailure;
 pub use world::snapshot::WorldSnapshot;
+pub use world::stats::{EvacuationRecord, EvacuationStats};
 
 use server::Shared;
 use world::World;

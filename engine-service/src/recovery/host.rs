@@ -3,19 +3,19 @@
 //! instances, announce the plan, then recover every instance with bounded
 //! concurrency, each to its list of targets.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::Utc;
 use futures::FutureExt as _;
-use tokio::sync::{Mutex, OnceCell, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
 use super::evacuate::EvacuationJob;
 use super::migrations::MigrationWatch;
+use super::reserved::ReservedHosts;
 use super::{
     Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, StepFailure,
     VMoveType,
@@ -24,15 +24,6 @@ use crate::workflow::evacuation;
 use crate::workflow::selection::select_instances;
 use crate::workflow::targets::{Target, targets};
 use openstack_client::nova::{ComputeService, Server, ServiceUpdate};
-
-/// Whether a reserved host was made ready, decided once.
-type Readiness = Arc<OnceCell<Result<(), String>>>;
-
-/// Reserved hosts made ready once per run, shared by the instance workers.
-#[derive(Default)]
-pub(super) struct ReservedHosts {
-    ready: Mutex<HashMap<String, Readiness>>,
-}
 
 /// A worker's share of the concurrency limits (per run and engine-wide):
 /// held while it works on OpenStack, let go while Nova rebuilds its
@@ -622,81 +613,6 @@ impl Run {
                 format!("disable nova-compute on {host} (it stays forced down): {e}"),
             ),
         }
-        Ok(())
-    }
-
-    /// Enables a reserved host's nova-compute (and adds it to the failed
-    /// host's aggregates if configured), once per run.
-    pub(super) async fn ready_reserved_host(
-        &self,
-        reserved: &ReservedHosts,
-        target: &str,
-    ) -> Result<(), String> {
-        let cell = {
-            let mut ready = reserved.ready.lock().await;
-            ready.entry(target.to_owned()).or_default().clone()
-        };
-        cell.get_or_init(|| async {
-            let result = self.enable_reserved_host(target).await;
-            match &result {
-                Ok(()) => self.reporter.progress(
-                    "prepare_reserved_host",
-                    ProgressState::Succeeded,
-                    format!("reserved host {target} enabled"),
-                ),
-                Err(e) => self.reporter.progress(
-                    "prepare_reserved_host",
-                    ProgressState::Failed,
-                    e.clone(),
-                ),
-            }
-            result
-        })
-        .await
-        .clone()
-    }
-
-    async fn enable_reserved_host(&self, target: &str) -> Result<(), String> {
-        let openstack = self.openstack();
-        let failed_host = &self.request.hostname;
-        if self.settings().add_reserved_host_to_aggregate {
-            let aggregates = openstack
-                .aggregates()
-                .await
-                .map_err(|e| format!("list aggregates: {e}"))?;
-            for aggregate in aggregates
-                .iter()
-                .filter(|a| a.hosts.iter().any(|h| h == failed_host))
-            {
-                if !aggregate.hosts.iter().any(|h| h == target) {
-                    openstack
-                        .add_host_to_aggregate(aggregate.id, target)
-                        .await
-                        .map_err(|e| {
-                            format!("add {target} to aggregate {}: {e}", aggregate.name)
-                        })?;
-                }
-            }
-        }
-        let service = openstack
-            .compute_service(target)
-            .await
-            .map_err(|e| format!("read nova-compute on {target}: {e}"))?
-            .ok_or_else(|| format!("nova has no nova-compute service on reserved host {target}"))?;
-        if service.status != "enabled" {
-            openstack
-                .update_service(
-                    &service,
-                    &ServiceUpdate {
-                        enabled: Some(true),
-                        ..ServiceUpdate::default()
-                    },
-                )
-                .await
-                .map_err(|e| format!("enable nova-compute on {target}: {e}"))?;
-        }
-        // Masakari takes the host out of the reserve once used.
-        self.reporter.host_update(target, None, Some(false));
         Ok(())
     }
 }

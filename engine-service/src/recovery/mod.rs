@@ -12,6 +12,8 @@ mod process;
 mod reconcile;
 mod repair;
 pub mod report;
+mod request;
+mod reserved;
 mod restore;
 mod services;
 mod vm;

@@ -8,9 +8,10 @@
 //! [`MAX_REPAIRS`] times per instance and run.
 
 use super::evacuate::{Followed, Step};
-use super::host::{ReservedHosts, Slot};
+use super::host::Slot;
 use super::lost::Lost;
 use super::migrations::MigrationFollower;
+use super::reserved::ReservedHosts;
 use super::{Cancelled, Run, StepFailure};
 use crate::workflow::evacuation::DesiredState;
 use crate::workflow::targets::Target;

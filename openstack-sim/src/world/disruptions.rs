@@ -1,9 +1,10 @@
 //! Failures inside the cloud that make Nova lose evacuations it accepted, as measured on Nova 34:
 //! the message bus stopped while nova-conductor schedules (the request is dropped, its
 //! `rebuild_server` ends `Error`, the records never change again), a destination nova-compute
-//! process killed and started again (the rebuilds it was running freeze and are never resumed;
-//! casts that reached it while it was down wait in its queue and run when it starts), and a
-//! destination host losing power (the same freeze, plus its own guests die: `World::power_off`).
+//! process killed and started again or its host losing power (`power.rs`: the rebuilds it was
+//! running freeze here and are never resumed; casts that reached it while it was down wait in
+//! its queue and run when it starts), and every task-state write of a rebuild expecting the state
+//! it left.
 
 use super::evacuation::{EvacStep, EvacuationPhase, pending_task_state};
 use super::model::{MigrationStatus, VmState, power_state};
@@ -109,71 +110,6 @@ impl World {
         e.phase = EvacuationPhase::Lost;
         e.error = Some("nova-conductor: MessagingTimeout".into());
         tracing::info!(migration_id, "evacuation lost by nova-conductor");
-    }
-
-    /// Kills a host's nova-compute process (the host and its guests stay up): it stops
-    /// heartbeating (its service goes down after `service_down_time`) and the rebuilds it was
-    /// running freeze for good. With `restart_after`, it starts again that many simulated
-    /// seconds later.
-    pub fn kill_compute(&mut self, name: &str, restart_after: Option<f64>) -> Result<(), Error> {
-        let t = self.tick();
-        let idx = self
-            .host_idx(name)
-            .ok_or_else(|| Error::NotFound(format!("host {name} not found")))?;
-        if restart_after.is_some_and(|s| !(s.is_finite() && s >= 0.0)) {
-            return Err(Error::BadRequest(
-                "restart_after_secs must be zero or more".into(),
-            ));
-        }
-        if self.compute_alive(idx, t) {
-            let last = self.last_heartbeat(idx, t);
-            let host = &mut self.hosts[idx];
-            host.last_heartbeat_before_off = last;
-            host.heartbeat_origin = None;
-            self.freeze_rebuilds_on(t, name);
-            tracing::info!(
-                host = name,
-                sim_time = t.as_secs_f64(),
-                "nova-compute killed"
-            );
-        }
-        // a boot already due (or a restart planned before) is superseded
-        self.hosts[idx].power_generation += 1;
-        if let Some(secs) = restart_after {
-            let generation = self.hosts[idx].power_generation;
-            self.schedule(
-                t.plus_secs(secs),
-                EventKind::ComputeStart {
-                    host: idx,
-                    generation,
-                },
-            );
-        }
-        Ok(())
-    }
-
-    /// Starts a killed nova-compute process again (on a powered host).
-    pub fn start_compute(&mut self, name: &str) -> Result<(), Error> {
-        let t = self.tick();
-        let idx = self
-            .host_idx(name)
-            .ok_or_else(|| Error::NotFound(format!("host {name} not found")))?;
-        if !self.hosts[idx].powered_on {
-            return Err(Error::Conflict(format!("host {name} is powered off")));
-        }
-        if self.hosts[idx].heartbeat_origin.is_none() {
-            self.hosts[idx].power_generation += 1;
-            self.compute_started(t, idx);
-        }
-        Ok(())
-    }
-
-    pub(crate) fn compute_restart_due(&mut self, t: SimTime, idx: usize, generation: u64) {
-        let host = &self.hosts[idx];
-        if host.power_generation == generation && host.powered_on && host.heartbeat_origin.is_none()
-        {
-            self.compute_started(t, idx);
-        }
     }
 
     /// A destination's nova-compute died: every rebuild it had received (running, or waiting for
