@@ -216,22 +216,7 @@ impl Run {
             }
         };
 
-        // The state each instance had before the failure, read from the
-        // listing before anything changed it, goes with the plan; a retry
-        // gets it back.
-        let jobs: Vec<EvacuationJob> = jobs
-            .into_iter()
-            .map(|mut job| {
-                if job.prior_state.is_none()
-                    && let Some(server) = &job.listed
-                {
-                    let earlier_failed = watch.follow(&job.instance_id).earlier_failed();
-                    job.prior_state =
-                        Some(evacuation::prepare(server, earlier_failed).desired.into());
-                }
-                job
-            })
-            .collect();
+        let jobs = with_prior_states(jobs, &watch);
         self.reporter.plan(
             jobs.iter()
                 .map(|job| PlannedInstance {
@@ -615,4 +600,21 @@ impl Run {
         }
         Ok(())
     }
+}
+
+/// Each job with the state its instance had before the failure: given
+/// back by the API on a retry, else read from the listing before anything
+/// changed it (the plan records it, and a retry gets it back).
+fn with_prior_states(jobs: Vec<EvacuationJob>, watch: &MigrationWatch) -> Vec<EvacuationJob> {
+    jobs.into_iter()
+        .map(|mut job| {
+            if job.prior_state.is_none()
+                && let Some(server) = &job.listed
+            {
+                let earlier_failed = watch.follow(&job.instance_id).earlier_failed();
+                job.prior_state = Some(evacuation::prepare(server, earlier_failed).desired.into());
+            }
+            job
+        })
+        .collect()
 }

@@ -98,39 +98,8 @@ async fn a_message_bus_outage_under_nova_conductor_loses_its_evacuations_for_goo
     h.sim.advance(1.0);
     assert_eq!(ended(&h).as_deref(), Some("Error"));
     h.sim.advance(3600.0);
-    let world = h.sim.snapshot();
     for id in &ids[..2] {
-        let server = h.server(&admin, "2.53", id).await;
-        assert_eq!(server["status"], "REBUILD", "{server}");
-        assert_eq!(task(&server), "rebuilding");
-        assert_eq!(server["OS-EXT-SRV-ATTR:host"], "c1");
-        let m = &migrations(&h, &admin, id).await[0];
-        assert_eq!(m["status"], "accepted", "{m}");
-        assert!(m["dest_compute"].is_null(), "{m}");
-        assert!(m["updated_at"].is_null(), "never updated: {m}");
-        let events = evacuate_events(&world, id);
-        assert_eq!(
-            events,
-            [(
-                "rebuild_server".to_owned(),
-                Some("Error".to_owned()),
-                "controller".to_owned()
-            )]
-        );
-        let action = world
-            .instance_actions
-            .iter()
-            .find(|a| a.instance_uuid == *id && a.action == "evacuate")
-            .unwrap();
-        assert_eq!(action.message.as_deref(), Some("Error"));
-        let error = &action.events[0];
-        assert!(
-            error
-                .traceback
-                .as_deref()
-                .is_some_and(|t| t.contains("MessagingTimeout")),
-            "{error:?}"
-        );
+        assert_dropped_by_the_conductor(&h, &admin, id).await;
     }
     let late = h.server(&admin, "2.53", &ids[2]).await;
     assert_ne!(late["OS-EXT-SRV-ATTR:host"], "c1", "{late}");
@@ -140,17 +109,7 @@ async fn a_message_bus_outage_under_nova_conductor_loses_its_evacuations_for_goo
 
     // What brings them back: reset the state, evacuate again.
     for id in &ids[..2] {
-        let reset = h
-            .nova(
-                &admin,
-                "2.53",
-                Method::POST,
-                &format!("/servers/{id}/action"),
-                Some(json!({"os-resetState": {"state": "active"}})),
-            )
-            .await;
-        assert_eq!(reset.status, 202, "{}", reset.text);
-        assert_eq!(h.evacuate(&admin, "2.53", id, json!({})).await.status, 200);
+        reset_and_evacuate(&h, &admin, id).await;
     }
     h.sim.advance(30.0);
     for id in &ids[..2] {
@@ -164,6 +123,57 @@ async fn a_message_bus_outage_under_nova_conductor_loses_its_evacuations_for_goo
             .collect();
         assert_eq!(statuses, [json!("done"), json!("accepted")]);
     }
+}
+
+/// The records Nova 34 leaves of an evacuation nova-conductor dropped.
+async fn assert_dropped_by_the_conductor(h: &Harness, admin: &str, id: &str) {
+    let server = h.server(admin, "2.53", id).await;
+    assert_eq!(server["status"], "REBUILD", "{server}");
+    assert_eq!(task(&server), "rebuilding");
+    assert_eq!(server["OS-EXT-SRV-ATTR:host"], "c1");
+    let m = &migrations(h, admin, id).await[0];
+    assert_eq!(m["status"], "accepted", "{m}");
+    assert!(m["dest_compute"].is_null(), "{m}");
+    assert!(m["updated_at"].is_null(), "never updated: {m}");
+    let world = h.sim.snapshot();
+    assert_eq!(
+        evacuate_events(&world, id),
+        [(
+            "rebuild_server".to_owned(),
+            Some("Error".to_owned()),
+            "controller".to_owned()
+        )]
+    );
+    let action = world
+        .instance_actions
+        .iter()
+        .find(|a| a.instance_uuid == id && a.action == "evacuate")
+        .unwrap();
+    assert_eq!(action.message.as_deref(), Some("Error"));
+    let error = &action.events[0];
+    assert!(
+        error
+            .traceback
+            .as_deref()
+            .is_some_and(|t| t.contains("MessagingTimeout")),
+        "{error:?}"
+    );
+}
+
+/// An operator's repair of a stuck evacuation: reset the state to active,
+/// evacuate again.
+async fn reset_and_evacuate(h: &Harness, admin: &str, id: &str) {
+    let reset = h
+        .nova(
+            admin,
+            "2.53",
+            Method::POST,
+            &format!("/servers/{id}/action"),
+            Some(json!({"os-resetState": {"state": "active"}})),
+        )
+        .await;
+    assert_eq!(reset.status, 202, "{}", reset.text);
+    assert_eq!(h.evacuate(admin, "2.53", id, json!({})).await.status, 200);
 }
 
 #[tokio::test]
@@ -256,17 +266,7 @@ async fn a_killed_destination_compute_freezes_its_rebuilds_for_good() {
     assert_eq!(migrations(&h, &admin, &b).await[0]["status"], "done");
 
     // The operator's repair: reset, evacuate again.
-    let reset = h
-        .nova(
-            &admin,
-            "2.53",
-            Method::POST,
-            &format!("/servers/{a}/action"),
-            Some(json!({"os-resetState": {"state": "active"}})),
-        )
-        .await;
-    assert_eq!(reset.status, 202);
-    assert_eq!(h.evacuate(&admin, "2.53", &a, json!({})).await.status, 200);
+    reset_and_evacuate(&h, &admin, &a).await;
     h.sim.advance(30.0);
     let repaired = h.server(&admin, "2.53", &a).await;
     assert_eq!(repaired["status"], "ACTIVE");
