@@ -79,7 +79,7 @@ use chrono::{DateTime, Utc};
 
 use openstack_client::nova::{ActionEvent, ComputeService, InstanceAction, Migration, Server};
 
-use super::evacuation::in_flight;
+use super::evacuation::{describe, in_flight};
 
 /// The conductor's event of an evacuation (`EventReporter` in
 /// `nova/conductor/manager.py`).
@@ -226,15 +226,15 @@ fn before_a_compute(r: &Records<'_>, conductor: Option<&ActionEvent>, fenced: bo
     let m = r.migration;
     let Some(event) = conductor else {
         return Stall::Unproven(format!(
-            "migration {} accepted, not yet picked up by nova-conductor (no {CONDUCTOR_EVENT} event): \
+            "migration {}: not yet picked up by nova-conductor (no {CONDUCTOR_EVENT} event): \
              it may be queued there, and would run beside a new request",
-            m.id
+            describe(m)
         ));
     };
     match (event.finish_time, event.result.as_deref()) {
         (None, _) => Stall::Unproven(format!(
-            "migration {} accepted: nova-conductor is still scheduling it ({CONDUCTOR_EVENT} started{}, not finished)",
-            m.id,
+            "migration {}: nova-conductor is still scheduling it ({CONDUCTOR_EVENT} started{}, not finished)",
+            describe(m),
             at(event.start_time)
         )),
         (Some(finished), Some("Error")) => Stall::Repair(format!(
@@ -254,9 +254,9 @@ fn before_a_compute(r: &Records<'_>, conductor: Option<&ActionEvent>, fenced: bo
                 ));
             }
             Stall::Unproven(format!(
-                "migration {} accepted: nova-conductor handed it to {}{} ({CONDUCTOR_EVENT} {}), which has not started it: \
+                "migration {}: nova-conductor handed it to {}{} ({CONDUCTOR_EVENT} {}), which has not started it: \
                  it may wait in that nova-compute's queue",
-                m.id,
+                describe(m),
                 m.dest_compute.as_deref().map_or_else(
                     || "a nova-compute".to_owned(),
                     |h| format!("nova-compute on {h}")

@@ -177,7 +177,9 @@ fn a_request_not_yet_picked_up_by_the_conductor_is_never_repaired() {
     for at in [60, 600, 86_400] {
         let stall = judge(&s, &accepted, Some(&queued), None, at);
         assert!(
-            matches!(&stall, Stall::Unproven(text) if text.contains("not yet picked up by nova-conductor")),
+            matches!(&stall, Stall::Unproven(text)
+                if text.contains("not yet picked up by nova-conductor")
+                    && text.contains("42 accepted and never scheduled")),
             "{stall:?}"
         );
     }
