@@ -55,6 +55,7 @@ max_retry_after = "{max_retry_after}"
 poll_interval = "{poll}"
 migration_poll_interval = "{migration_poll}"
 evacuation_timeout = "{evacuation_timeout}"
+stalled_evacuation_after = "{stalled_evacuation_after}"
 power_timeout = "{power_timeout}"
 
 [host_failure]
@@ -71,6 +72,7 @@ filter = "{log_filter}"
             poll = v("recovery.poll_interval"),
             migration_poll = v("recovery.migration_poll_interval"),
             evacuation_timeout = v("recovery.evacuation_timeout"),
+            stalled_evacuation_after = v("recovery.stalled_evacuation_after"),
             power_timeout = v("recovery.power_timeout"),
             service_down_timeout = v("host_failure.service_down_timeout"),
             wait_after_service_update = v("host_failure.wait_after_service_update"),

@@ -164,6 +164,16 @@ pub struct RecoverySettings {
     /// (Masakari: 90 s).
     #[serde(with = "humantime_serde")]
     pub evacuation_timeout: Duration,
+    /// An evacuation a nova-compute took but whose records (server,
+    /// migration, instance action) have not changed for this long, with no
+    /// guest spawned, is lost: its state is reset and it is evacuated
+    /// again (`workflow::stall`). The default, 3 minutes, is three of
+    /// Nova's RPC timeouts (`rpc_response_timeout`, 60 s, which also bounds
+    /// each Cinder call a rebuild makes between two of its writes): no live
+    /// rebuild goes that long without writing, and it is past nova-conductor's
+    /// `MessagingTimeout` (60-100 s measured) and `service_down_time` (60 s).
+    #[serde(with = "humantime_serde")]
+    pub stalled_evacuation_after: Duration,
     /// How long a stop or start may take (Masakari: 180 s / 60 s).
     #[serde(with = "humantime_serde")]
     pub power_timeout: Duration,
@@ -187,6 +197,7 @@ impl Default for RecoverySettings {
             poll_interval: Duration::from_secs(1),
             migration_poll_interval: Duration::from_millis(250),
             evacuation_timeout: Duration::from_secs(900),
+            stalled_evacuation_after: Duration::from_secs(180),
             power_timeout: Duration::from_secs(180),
             lock_reason_prefix: "instance-ha".to_owned(),
             outage_tolerance: Duration::from_secs(600),
@@ -335,6 +346,16 @@ impl Settings {
                 "recovery.poll_interval must be more than 0".to_owned(),
             ));
         }
+        if r.stalled_evacuation_after.is_zero()
+            || r.stalled_evacuation_after >= r.evacuation_timeout
+        {
+            return Err(Error::Invalid(format!(
+                "recovery.stalled_evacuation_after ({}) must be more than 0 and less than recovery.evacuation_timeout ({}): \
+                 an evacuation is judged lost before it times out",
+                humantime::format_duration(r.stalled_evacuation_after),
+                humantime::format_duration(r.evacuation_timeout)
+            )));
+        }
         self.telemetry.validate().map_err(Error::Invalid)?;
         self.connections
             .validate("connections")
@@ -447,6 +468,7 @@ impl Settings {
             poll_interval: self.recovery.poll_interval,
             migration_poll_interval: self.recovery.migration_poll_interval,
             evacuation_timeout: self.recovery.evacuation_timeout,
+            stalled_evacuation_after: self.recovery.stalled_evacuation_after,
             power_timeout: self.recovery.power_timeout,
             lock_reason_prefix: self.recovery.lock_reason_prefix.clone(),
             require_fencing: h.require_fencing,
@@ -563,6 +585,21 @@ mod tests {
             err.to_string().contains("openstack.nova_microversion"),
             "{err}"
         );
+        // A stall must be judged before the evacuation times out.
+        for stalled in ["0s", "15m", "20m"] {
+            std::fs::write(
+                &path,
+                format!("[recovery]\nstalled_evacuation_after = \"{stalled}\"\n"),
+            )
+            .unwrap();
+            let err = Settings::load(Some(&path), &Overrides::default()).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("recovery.stalled_evacuation_after")
+                    && err.to_string().contains("recovery.evacuation_timeout"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

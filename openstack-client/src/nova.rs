@@ -61,6 +61,10 @@ pub struct Server {
     pub locked_reason: Option<String>,
     #[serde(default)]
     pub fault: Option<Fault>,
+    /// When Nova last saved the server (every `instance.save`, by the API
+    /// or a nova-compute working on it).
+    #[serde(default, deserialize_with = "nova_time")]
+    pub updated: Option<DateTime<Utc>>,
 }
 
 impl Server {
@@ -132,6 +136,9 @@ pub struct InstanceAction {
     pub start_time: Option<DateTime<Utc>>,
     #[serde(default)]
     pub message: Option<String>,
+    /// 2.58+.
+    #[serde(default, deserialize_with = "nova_time")]
+    pub updated_at: Option<DateTime<Utc>>,
     #[serde(default)]
     pub events: Vec<ActionEvent>,
 }
@@ -139,6 +146,12 @@ pub struct InstanceAction {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct ActionEvent {
     pub event: String,
+    #[serde(default, deserialize_with = "nova_time")]
+    pub start_time: Option<DateTime<Utc>>,
+    /// None while the step runs (or if whoever ran it died).
+    #[serde(default, deserialize_with = "nova_time")]
+    pub finish_time: Option<DateTime<Utc>>,
+    /// `Success` or `Error` once finished.
     #[serde(default)]
     pub result: Option<String>,
     #[serde(default)]
@@ -172,6 +185,9 @@ pub struct ComputeService {
     pub forced_down: Option<bool>,
     #[serde(default)]
     pub disabled_reason: Option<String>,
+    /// The service's last heartbeat (or update).
+    #[serde(default, deserialize_with = "nova_time")]
+    pub updated_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -573,6 +589,26 @@ impl OpenStack {
             .services
             .into_iter()
             .find(|s| s.host == host && s.binary == "nova-compute"))
+    }
+
+    /// Every nova-compute service, in one call.
+    pub async fn compute_services(&self) -> Result<Vec<ComputeService>, Error> {
+        #[derive(Deserialize)]
+        struct Body {
+            services: Vec<ComputeService>,
+        }
+        let body: Body = self
+            .get_json(
+                Request::get(COMPUTE, "/os-services")
+                    .named("services.list")
+                    .query("binary", "nova-compute"),
+            )
+            .await?;
+        Ok(body
+            .services
+            .into_iter()
+            .filter(|s| s.binary == "nova-compute")
+            .collect())
     }
 
     /// Updates a compute service: `PUT /os-services/{id}` from 2.53, the

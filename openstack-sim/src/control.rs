@@ -1,5 +1,5 @@
-//! The control API under `/sim/`: load or reset the scenario, power hosts, inject failures and
-//! faults, revoke or expire tokens, move the clock, and read the world, the request log and
+//! The control API under `/sim/`: load or reset the scenario, power hosts, kill and start a
+//! host's nova-compute, stop the message bus for a while, inject failures and faults, revoke or expire tokens, move the clock, and read the world, the request log and
 //! evacuation statistics. No authentication.
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::envelope::json_response;
 use crate::faults::FaultRule;
-use crate::scenario::Scenario;
+use crate::scenario::{MessageBusOutage, Scenario};
 use crate::server::{Shared, query_pairs};
 use crate::world::model::EvacuationFailure;
 
@@ -25,6 +25,9 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
         .route("/sim/reset", post(reset))
         .route("/sim/hosts/{host}/power-off", post(power_off))
         .route("/sim/hosts/{host}/power-on", post(power_on))
+        .route("/sim/hosts/{host}/compute/kill", post(kill_compute))
+        .route("/sim/hosts/{host}/compute/start", post(start_compute))
+        .route("/sim/message-bus/outage", post(message_bus_outage))
         .route(
             "/sim/instances/{instance_id}/evacuation-failure",
             post(evacuation_failure),
@@ -97,6 +100,74 @@ async fn power_on(State(shared): State<Arc<Shared>>, Path(host): Path<String>) -
     match shared.world.lock().power_on(&host) {
         Ok(()) => json_response(200, &json!({"host": host, "powered_on": true})),
         Err(e) => problem(404, &e.to_string()),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct KillBody {
+    /// Start it again after this many simulated seconds; absent: stays down.
+    restart_after_secs: Option<f64>,
+}
+
+async fn kill_compute(
+    State(shared): State<Arc<Shared>>,
+    Path(host): Path<String>,
+    body: Bytes,
+) -> Response<Body> {
+    let body: KillBody = match parse(&body) {
+        Ok(b) => b,
+        Err(e) => return problem(400, &e),
+    };
+    match shared
+        .world
+        .lock()
+        .kill_compute(&host, body.restart_after_secs)
+    {
+        Ok(()) => json_response(
+            200,
+            &json!({"host": host, "compute": "killed", "restart_after_secs": body.restart_after_secs}),
+        ),
+        Err(e) => problem(e.status(), &e.to_string()),
+    }
+}
+
+async fn start_compute(
+    State(shared): State<Arc<Shared>>,
+    Path(host): Path<String>,
+) -> Response<Body> {
+    match shared.world.lock().start_compute(&host) {
+        Ok(()) => json_response(200, &json!({"host": host, "compute": "started"})),
+        Err(e) => problem(e.status(), &e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutageBody {
+    for_secs: f64,
+    /// Opens this many simulated seconds from now; absent: at the next evacuate request.
+    in_secs: Option<f64>,
+    conductor_error_after_secs: Option<f64>,
+}
+
+async fn message_bus_outage(State(shared): State<Arc<Shared>>, body: Bytes) -> Response<Body> {
+    let body: OutageBody = match parse(&body) {
+        Ok(b) => b,
+        Err(e) => return problem(400, &e),
+    };
+    let mut world = shared.world.lock();
+    let now = world.tick().as_secs_f64();
+    let mut outage = MessageBusOutage::from_next_evacuation(body.for_secs);
+    if let Some(secs) = body.in_secs {
+        outage = outage.at(now + secs);
+    }
+    if let Some(secs) = body.conductor_error_after_secs {
+        outage = outage.conductor_error_after(secs);
+    }
+    match world.message_bus_outage(outage.clone()) {
+        Ok(()) => json_response(201, &serde_json::to_value(&outage).unwrap_or(Value::Null)),
+        Err(e) => problem(e.status(), &e.to_string()),
     }
 }
 

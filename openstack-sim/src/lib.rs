@@ -7,6 +7,9 @@
 //! - [`identity`]: Keystone's users, projects, application credentials and tokens.
 //! - `server`: the HTTP front (hyper), fault application, request logging.
 //! - `keystone`, `nova`, `cinder`, `control`: the HTTP APIs; `bmc`: a Redfish BMC per host.
+//! - Failures inside the cloud (`world::disruptions`): a message-bus outage that makes
+//!   nova-conductor drop evacuations, a nova-compute process killed and started again, a host
+//!   losing power, each leaving Nova's records as Nova 34 does.
 //! - [`faults`], [`request_log`], [`microversion`], [`clock`], [`pattern`]: supporting pieces.
 //!
 //! Start one with [`Sim::start`]; everything is served on one port.
@@ -37,10 +40,11 @@ use tokio::task::JoinHandle;
 
 pub use faults::{ErrorBody, FaultEffect, FaultRule, FaultService, InstalledFault};
 pub use request_log::RequestRecord;
-pub use scenario::Scenario;
-pub use world::evacuation::{EvacuationPhase, EvacuationRecord, EvacuationStats};
+pub use scenario::{MessageBusOutage, Scenario};
+pub use world::evacuation::EvacuationPhase;
 pub use world::model::EvacuationFailure;
 pub use world::snapshot::WorldSnapshot;
+pub use world::stats::{EvacuationRecord, EvacuationStats};
 
 use server::Shared;
 use world::World;
@@ -175,6 +179,22 @@ impl Sim {
     /// Restores a host's power (its compute comes back after `durations.host_boot`).
     pub fn power_on(&self, host: &str) -> Result<(), Error> {
         Ok(self.shared.world.lock().power_on(host)?)
+    }
+
+    /// Kills a host's nova-compute process (host and guests stay up); with `restart_after`, it
+    /// starts again that many simulated seconds later. Rebuilds it was running freeze for good.
+    pub fn kill_compute(&self, host: &str, restart_after: Option<f64>) -> Result<(), Error> {
+        Ok(self.shared.world.lock().kill_compute(host, restart_after)?)
+    }
+
+    /// Starts a killed nova-compute process again.
+    pub fn start_compute(&self, host: &str) -> Result<(), Error> {
+        Ok(self.shared.world.lock().start_compute(host)?)
+    }
+
+    /// Stops the message bus for a while (see [`MessageBusOutage`]).
+    pub fn message_bus_outage(&self, outage: MessageBusOutage) -> Result<(), Error> {
+        Ok(self.shared.world.lock().message_bus_outage(outage)?)
     }
 
     /// Makes the next evacuation of a server fail in this way (None clears it).

@@ -86,6 +86,103 @@ pub struct Settings {
     pub block_storage: bool,
     pub durations: Durations,
     pub failure_probability: FailureProbability,
+    /// Outages of the message bus (RabbitMQ): an evacuation whose nova-conductor step falls in
+    /// one is lost (see [`MessageBusOutage`]). The control API adds to the live world's list.
+    pub message_bus_outages: Vec<MessageBusOutage>,
+}
+
+/// The message bus stopped for a while. An evacuation nova-conductor is scheduling when it
+/// stops is lost as on Nova 34: the scheduling call times out, `rebuild_server` ends `Error`
+/// `conductor_error_after_secs` later, and the migration stays `accepted` with no destination
+/// and the server `rebuilding` on its failed host, for good. A request made during the outage
+/// reaches the conductor when the bus is back; compute steps due during it wait for its end.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, try_from = "RawMessageBusOutage")]
+pub struct MessageBusOutage {
+    /// When it starts (simulated seconds since the scenario was loaded); `None`: at the next
+    /// evacuate request, which is then in flight in nova-conductor when the bus stops.
+    pub at_secs: Option<f64>,
+    pub for_secs: f64,
+    /// How long after the conductor's step its `rebuild_server` ends `Error` (MessagingTimeout:
+    /// 60-100 s measured).
+    pub conductor_error_after_secs: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMessageBusOutage {
+    #[serde(default)]
+    at_secs: Option<f64>,
+    for_secs: f64,
+    #[serde(default = "default_conductor_error_after")]
+    conductor_error_after_secs: f64,
+}
+
+fn default_conductor_error_after() -> f64 {
+    60.0
+}
+
+impl MessageBusOutage {
+    /// An outage of `for_secs` from the next evacuate request, its losses ending Error 60 s
+    /// after.
+    pub fn from_next_evacuation(for_secs: f64) -> MessageBusOutage {
+        MessageBusOutage {
+            at_secs: None,
+            for_secs,
+            conductor_error_after_secs: default_conductor_error_after(),
+        }
+    }
+
+    /// The same, starting at `at_secs`.
+    pub fn at(mut self, at_secs: f64) -> MessageBusOutage {
+        self.at_secs = Some(at_secs);
+        self
+    }
+
+    /// The same, the conductor's `rebuild_server` ending `secs` after its step.
+    pub fn conductor_error_after(mut self, secs: f64) -> MessageBusOutage {
+        self.conductor_error_after_secs = secs;
+        self
+    }
+
+    /// Checks it, naming the bad field.
+    pub fn check(&self) -> Result<(), Error> {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(self.for_secs) {
+            return Err(invalid("message_bus_outage.for_secs", "must be positive"));
+        }
+        if !(self.conductor_error_after_secs.is_finite() && self.conductor_error_after_secs >= 0.0)
+        {
+            return Err(invalid(
+                "message_bus_outage.conductor_error_after_secs",
+                "must be zero or more",
+            ));
+        }
+        if self
+            .at_secs
+            .is_some_and(|at| !(at.is_finite() && at >= 0.0))
+        {
+            return Err(invalid(
+                "message_bus_outage.at_secs",
+                "must be zero or more",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl TryFrom<RawMessageBusOutage> for MessageBusOutage {
+    type Error = Error;
+
+    fn try_from(raw: RawMessageBusOutage) -> Result<Self, Error> {
+        let outage = MessageBusOutage {
+            at_secs: raw.at_secs,
+            for_secs: raw.for_secs,
+            conductor_error_after_secs: raw.conductor_error_after_secs,
+        };
+        outage.check()?;
+        Ok(outage)
+    }
 }
 
 impl Default for Settings {
@@ -106,6 +203,7 @@ impl Default for Settings {
             block_storage: true,
             durations: Durations::default(),
             failure_probability: FailureProbability::default(),
+            message_bus_outages: Vec::new(),
         }
     }
 }

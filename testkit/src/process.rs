@@ -144,7 +144,10 @@ pub async fn start_engine(settings: EngineSettings) -> Result<Process, StartErro
                 openstack,
                 settings.recovery_settings(),
                 settings.recovery.max_concurrent_instances_total,
-            );
+            )
+            // The simulated cloud stamps Nova's records from Tokio's clock:
+            // so does the engine (the same as the system's unless paused).
+            .with_clock(instanceha_runtime::clock::Clock::tokio());
             instanceha_engine::server::Server::bind(settings.listen, engine)
                 .await
                 .map(|server| {

@@ -101,6 +101,7 @@ pub fn quick_engine(settings: &mut EngineSettings) {
     settings.recovery.poll_interval = Duration::from_millis(20);
     settings.recovery.migration_poll_interval = Duration::from_millis(20);
     settings.recovery.evacuation_timeout = Duration::from_secs(20);
+    settings.recovery.stalled_evacuation_after = Duration::from_secs(5);
     settings.recovery.power_timeout = Duration::from_secs(10);
     settings.host_failure.service_down_timeout = Duration::from_secs(5);
 }
@@ -161,6 +162,11 @@ impl Pacing {
             ),
             paced(
                 "engine",
+                "recovery.stalled_evacuation_after",
+                engine.recovery.stalled_evacuation_after,
+            ),
+            paced(
+                "engine",
                 "recovery.power_timeout",
                 engine.recovery.power_timeout,
             ),
@@ -215,6 +221,7 @@ impl Pacing {
         settings.recovery.poll_interval = v("recovery.poll_interval");
         settings.recovery.migration_poll_interval = v("recovery.migration_poll_interval");
         settings.recovery.evacuation_timeout = v("recovery.evacuation_timeout");
+        settings.recovery.stalled_evacuation_after = v("recovery.stalled_evacuation_after");
         settings.recovery.power_timeout = v("recovery.power_timeout");
         settings.host_failure.service_down_timeout = v("host_failure.service_down_timeout");
         settings.host_failure.wait_after_service_update =
@@ -255,6 +262,7 @@ mod tests {
                 "recovery.poll_interval" => engine.recovery.poll_interval,
                 "recovery.migration_poll_interval" => engine.recovery.migration_poll_interval,
                 "recovery.evacuation_timeout" => engine.recovery.evacuation_timeout,
+                "recovery.stalled_evacuation_after" => engine.recovery.stalled_evacuation_after,
                 "recovery.power_timeout" => engine.recovery.power_timeout,
                 "host_failure.service_down_timeout" => engine.host_failure.service_down_timeout,
                 "host_failure.wait_after_service_update" => {

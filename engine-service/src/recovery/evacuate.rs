@@ -4,16 +4,16 @@
 //! restore its state, and unlock it if the engine locked it, also when
 //! anything failed. Every failure names its step and cause.
 
-use std::time::Duration;
-
-use super::host::{ReservedHosts, Slot};
-use super::migrations::{MigrationFollower, MigrationWatch};
+use super::host::Slot;
+use super::lost::Lost;
+use super::migrations::MigrationWatch;
+use super::repair::Repairing;
+use super::reserved::ReservedHosts;
 use super::{Cancelled, Cause, InstanceResult, Run, StepFailure};
-use crate::workflow::evacuation::{self, Preparation, Restoration, Verdict};
+use crate::workflow::evacuation::{self, Verdict};
 use crate::workflow::targets::Target;
-use crate::workflow::volumes::{Clearance, VolumeVerdict, judge_volume};
-use openstack_client::cinder::Volume;
-use openstack_client::nova::{Migration, Server};
+use instanceha_proto::run::PriorState;
+use openstack_client::nova::Server;
 
 /// One instance to recover.
 #[derive(Clone, Debug)]
@@ -22,23 +22,32 @@ pub(super) struct EvacuationJob {
     pub instance_name: String,
     /// The server as the host listing showed it, if just listed.
     pub listed: Option<Server>,
+    /// Its state before the failure, as recorded with the plan (given back
+    /// on a retry), or as planned now from the listing.
+    pub prior_state: Option<PriorState>,
 }
 
 /// How following an evacuation ended.
-enum Followed {
+pub(super) enum Followed {
     Settled(Verdict),
     Gone,
     TimedOut(String),
     /// Nova could not be read, so the outcome cannot be confirmed.
     Unreadable(String),
+    /// Nova lost it (`workflow::stall`): to be repaired.
+    Lost(Lost),
+    /// Lost once more than a run repairs.
+    GaveUp(String),
+    /// A repair could not be made.
+    RepairFailed(StepFailure),
 }
 
 /// Failed reads of the instance in a row (each with its own retries)
 /// before its evacuation counts as unconfirmable.
-const MAX_FAILED_READS: u32 = 3;
+pub(super) const MAX_FAILED_READS: u32 = 3;
 
 /// Steps end in a result or a failure; cancellation stops everything.
-type Step<T> = Result<Result<T, StepFailure>, Cancelled>;
+pub(super) type Step<T> = Result<Result<T, StepFailure>, Cancelled>;
 
 impl Run {
     pub(super) async fn evacuate_instance(
@@ -81,7 +90,16 @@ impl Run {
             Err(failure) => return self.confirm_failure(&id, failure).await,
         };
         let outcome = self
-            .evacuate_locked(&id, &server, targets, watch, reserved, fenced, slot)
+            .evacuate_locked(
+                &id,
+                &server,
+                job.prior_state,
+                targets,
+                watch,
+                reserved,
+                fenced,
+                slot,
+            )
             .await;
         let outcome = match outcome {
             Ok(InstanceResult::Failed { message, retryable }) => {
@@ -236,6 +254,7 @@ impl Run {
         &self,
         id: &str,
         server: &Server,
+        prior_state: Option<PriorState>,
         targets: &[Target],
         watch: &MigrationWatch,
         reserved: &ReservedHosts,
@@ -244,7 +263,12 @@ impl Run {
     ) -> Result<InstanceResult, Cancelled> {
         let source = self.request.hostname.clone();
         let mut follower = watch.follow(id);
-        let preparation = evacuation::prepare(server, follower.earlier_failed());
+        // The state before the failure: as recorded with the plan, else
+        // inferred (a plan made before the API recorded it).
+        let preparation = match prior_state {
+            Some(prior) => evacuation::prepare_known(server, prior),
+            None => evacuation::prepare(server, follower.earlier_failed()),
+        };
         let mut was_error = server.vm_state() == "error";
         // Asked once more after Nova gave up on an evacuation and left the
         // instance on the failed host.
@@ -257,28 +281,30 @@ impl Run {
             self.reporter
                 .step(id, "verify", "following the evacuation already in progress");
             follower.set_baseline(None);
-            match self
-                .follow_unpaced(slot, id, &source, &mut follower, was_error, None)
-                .await?
-            {
+            let repairing = Repairing {
+                targets,
+                target: 0,
+                desired: preparation.desired,
+                reserved,
+            };
+            let followed = self
+                .follow_repairing(
+                    slot,
+                    id,
+                    &source,
+                    &mut follower,
+                    &mut was_error,
+                    None,
+                    &repairing,
+                )
+                .await?;
+            return Ok(match followed {
                 Followed::Settled(Verdict::Succeeded { dest_host }) => {
                     return self.finish(id, dest_host, preparation).await;
                 }
-                Followed::Settled(Verdict::Failed(reason)) => {
-                    return Ok(failed(StepFailure::new("verify", reason)));
-                }
-                Followed::Settled(Verdict::InProgress(state)) | Followed::TimedOut(state) => {
-                    return Ok(failed(StepFailure::new(
-                        "verify",
-                        Cause::transient(format!(
-                            "{} ({state})",
-                            self.timeout_message("the evacuation in progress")
-                        )),
-                    )));
-                }
-                Followed::Gone => return Ok(gone()),
-                Followed::Unreadable(reason) => return Ok(failed(unconfirmed(reason))),
-            }
+                Followed::Gone => gone(),
+                other => failed(self.unsettled(other, "the evacuation in progress")),
+            });
         }
 
         if preparation.reset_to_error {
@@ -338,14 +364,21 @@ impl Run {
                     "verify",
                     format!("waiting for Nova to rebuild it on {target}"),
                 );
+                let repairing = Repairing {
+                    targets,
+                    target: i,
+                    desired: preparation.desired,
+                    reserved,
+                };
                 match self
-                    .follow_unpaced(
+                    .follow_repairing(
                         slot,
                         id,
                         &source,
                         &mut follower,
-                        was_error,
-                        request_id.as_deref(),
+                        &mut was_error,
+                        request_id,
+                        &repairing,
                     )
                     .await?
                 {
@@ -378,21 +411,12 @@ impl Run {
                         was_error = true;
                         continue 'targets;
                     }
-                    Followed::Settled(Verdict::InProgress(state)) | Followed::TimedOut(state) => {
+                    Followed::Gone => return Ok(gone()),
+                    other => {
                         return Ok(failed(with_earlier(
-                            StepFailure::new(
-                                "verify",
-                                Cause::transient(format!(
-                                    "{} ({state})",
-                                    self.timeout_message("the evacuation")
-                                )),
-                            ),
+                            self.unsettled(other, "the evacuation"),
                             &failures,
                         )));
-                    }
-                    Followed::Gone => return Ok(gone()),
-                    Followed::Unreadable(reason) => {
-                        return Ok(failed(with_earlier(unconfirmed(reason), &failures)));
                     }
                 }
             }
@@ -432,499 +456,28 @@ impl Run {
         )
     }
 
-    /// Asks Nova to evacuate; returns the request id of the accepted
-    /// request. An unknown outcome (timeout, broken connection, 5xx from a
-    /// proxy) is resolved by reading Nova's records, never by blindly
-    /// asking again.
-    async fn request_evacuation(
-        &self,
-        id: &str,
-        target: &Target,
-        follower: &mut MigrationFollower,
-    ) -> Step<Option<String>> {
-        const STEP: &str = "evacuate";
-        // What existed before this request is not its migration. If the
-        // migrations cannot be read, the server alone will tell.
-        // The first request uses what the host's watch read before the
-        // run; a request to a next target first reads what the earlier one
-        // left.
-        let before = match follower.take_unused_baseline() {
-            Some(before) => before,
-            None => {
-                let before = match self.or_cancel(self.openstack().evacuations_of(id)).await? {
-                    Ok(migrations) => self.newest_from_source(&migrations).map(|m| m.id),
-                    Err(e) => {
-                        tracing::warn!(instance_id = %id, error = %e, "cannot read earlier evacuations");
-                        None
-                    }
-                };
-                follower.set_baseline(before);
-                before
+    /// The failure of an evacuation that did not settle (`what` names it);
+    /// passing unless Nova refused it. A deleted instance is not a failure
+    /// ([`gone`]): callers handle it first.
+    fn unsettled(&self, followed: Followed, what: &str) -> StepFailure {
+        match followed {
+            Followed::Settled(Verdict::InProgress(state)) | Followed::TimedOut(state) => {
+                StepFailure::new(
+                    "verify",
+                    Cause::transient(format!("{} ({state})", self.timeout_message(what))),
+                )
             }
-        };
-        // An unknown outcome is asked again only after Nova's records show
-        // no evacuation, within the outage tolerance.
-        let policy = self.openstack().settings().retry.clone();
-        let mut retries = policy.retries();
-        let still_in_use_until = tokio::time::Instant::now() + self.settings().service_down_timeout;
-        loop {
-            let result = self
-                .or_cancel(self.openstack().evacuate(id, target.host()))
-                .await?;
-            let error = match result {
-                Ok(accepted) => return Ok(Ok(accepted.request_id)),
-                Err(e) => e,
-            };
-            let message = error.service_message().unwrap_or_default().to_owned();
-            match error.status() {
-                Some(400) if message.contains("still in use") => {
-                    // The source service still counts as up (force-down
-                    // disabled or not yet seen): wait for Nova.
-                    if tokio::time::Instant::now() >= still_in_use_until {
-                        return Ok(Err(StepFailure::new(
-                            STEP,
-                            format!(
-                                "{error} (is the host fenced and its nova-compute forced down?)"
-                            ),
-                        )));
-                    }
-                    self.pause(self.settings().poll_interval).await?;
-                    continue;
-                }
-                Some(400 | 404) => return Ok(Err(StepFailure::on_target(STEP, error))),
-                Some(409) => {
-                    // Busy: maybe with our own earlier request.
-                    if self.accepted_meanwhile(id, before).await? {
-                        return Ok(Ok(None));
-                    }
-                    return Ok(Err(StepFailure::new(STEP, error)));
-                }
-                // Refused (503) or unknown (timeout, lost, 500/502/504):
-                // asked again only after Nova's records show nothing.
-                _ if error.is_transient() => {
-                    if self.accepted_meanwhile(id, before).await? {
-                        tracing::info!(instance_id = %id, error = %error, "evacuate answer lost, but nova accepted it");
-                        return Ok(Ok(None));
-                    }
-                    let Some(delay) = retries.next_delay(policy.retry_after(error.retry_after()))
-                    else {
-                        return Ok(Err(StepFailure::new(STEP, error)));
-                    };
-                    tracing::warn!(instance_id = %id, error = %error, "evacuate not confirmed and nova shows no evacuation; asking again");
-                    self.pause(delay).await?;
-                }
-                _ => return Ok(Err(StepFailure::new(STEP, error))),
-            }
+            Followed::Settled(Verdict::Failed(reason)) => StepFailure::new("verify", reason),
+            Followed::Settled(Verdict::Succeeded { dest_host }) => StepFailure::new(
+                "verify",
+                format!("{what} settled on {dest_host} but was not finished"),
+            ),
+            Followed::Unreadable(reason) => unconfirmed(reason),
+            Followed::Lost(lost) => StepFailure::new("repair", Cause::transient(lost.reason)),
+            Followed::GaveUp(reason) => StepFailure::new("repair", Cause::transient(reason)),
+            Followed::RepairFailed(failure) => failure,
+            Followed::Gone => StepFailure::new("verify", "the instance was deleted"),
         }
-    }
-
-    /// Whether Nova shows an evacuation of `id` newer than `before` or a
-    /// rebuild in progress.
-    async fn accepted_meanwhile(&self, id: &str, before: Option<i64>) -> Result<bool, Cancelled> {
-        if let Ok(migrations) = self.or_cancel(self.openstack().evacuations_of(id)).await?
-            && self
-                .newest_from_source(&migrations)
-                .is_some_and(|m| before.is_none_or(|b| m.id > b))
-        {
-            return Ok(true);
-        }
-        if let Ok(server) = self.or_cancel(self.openstack().server(id)).await? {
-            return Ok(evacuation::rebuilding(&server));
-        }
-        Ok(false)
-    }
-
-    /// The newest of `migrations` (newest first, as Nova lists them) away
-    /// from the failed host: an evacuation that brought the instance to
-    /// it is not one of this recovery.
-    fn newest_from_source<'m>(&self, migrations: &'m [Migration]) -> Option<&'m Migration> {
-        migrations
-            .iter()
-            .find(|m| m.source_compute.as_deref() == Some(self.request.hostname.as_str()))
-    }
-
-    /// [`Run::follow`] without holding the worker's slot: waiting for Nova
-    /// does not count against the concurrency limits.
-    async fn follow_unpaced(
-        &self,
-        slot: &mut Slot,
-        id: &str,
-        source: &str,
-        follower: &mut MigrationFollower,
-        was_error: bool,
-        request_id: Option<&str>,
-    ) -> Result<Followed, Cancelled> {
-        slot.release();
-        let followed = self
-            .follow(id, source, follower, was_error, request_id)
-            .await?;
-        self.or_cancel(slot.hold()).await?;
-        Ok(followed)
-    }
-
-    /// Follows an evacuation until Nova settles it, the instance is gone, or
-    /// the timeout. Reads the shared migration watch every tick and the
-    /// server only when the migration says something happened (or now and
-    /// then, in case the migration records are not readable).
-    async fn follow(
-        &self,
-        id: &str,
-        source: &str,
-        follower: &mut MigrationFollower,
-        was_error: bool,
-        request_id: Option<&str>,
-    ) -> Result<Followed, Cancelled> {
-        let deadline = tokio::time::Instant::now() + self.settings().evacuation_timeout;
-        let interval = self.settings().poll_interval;
-        let mut last_state = "no news from Nova yet".to_owned();
-        let mut ticks: u64 = 0;
-        // Each read already retried transient failures; a few failed reads
-        // in a row mean the evacuation cannot be confirmed.
-        let mut failed_reads = 0;
-        loop {
-            ticks += 1;
-            let migration = follower.latest();
-            let telling = migration.as_ref().is_some_and(|m| {
-                matches!(m.status.as_str(), "done" | "completed" | "error" | "failed")
-            });
-            if telling || failed_reads > 0 || ticks.is_multiple_of(10) {
-                match self.server_unless_gone(id).await? {
-                    Ok(Some(server)) => {
-                        failed_reads = 0;
-                        match evacuation::judge(source, &server, migration.as_ref(), was_error) {
-                            Verdict::InProgress(state) => last_state = state,
-                            Verdict::Failed(reason) => {
-                                let details = self.failure_details(id, request_id).await?;
-                                return Ok(Followed::Settled(Verdict::Failed(format!(
-                                    "{reason}{details}"
-                                ))));
-                            }
-                            verdict => return Ok(Followed::Settled(verdict)),
-                        }
-                    }
-                    Ok(None) => return Ok(Followed::Gone),
-                    Err(e) => {
-                        failed_reads += 1;
-                        tracing::warn!(instance_id = %id, error = %e, failed_reads, "cannot read the instance while following its evacuation");
-                        if failed_reads >= MAX_FAILED_READS {
-                            return Ok(Followed::Unreadable(e.to_string()));
-                        }
-                        last_state = format!("last read failed: {e}");
-                    }
-                }
-            } else if let Some(m) = &migration {
-                last_state = format!("migration {} {}", m.id, m.status);
-            }
-            let now = tokio::time::Instant::now();
-            if now >= deadline {
-                return Ok(Followed::TimedOut(last_state));
-            }
-            let wait = interval.min(deadline - now);
-            self.or_cancel(follower.changed(wait)).await?;
-        }
-    }
-
-    /// What Nova's instance action says about a failed evacuation.
-    async fn failure_details(
-        &self,
-        id: &str,
-        request_id: Option<&str>,
-    ) -> Result<String, Cancelled> {
-        let Some(request_id) = request_id else {
-            return Ok(String::new());
-        };
-        let Ok(Ok(action)) = self
-            .or_cancel(self.openstack().instance_action(id, request_id))
-            .await
-        else {
-            return Ok(String::new());
-        };
-        let errors: Vec<String> = action
-            .events
-            .iter()
-            .filter(|e| e.result.as_deref() == Some("Error"))
-            .map(|e| {
-                let why = e
-                    .details
-                    .as_deref()
-                    .or(e.traceback.as_deref().and_then(|t| t.lines().last()))
-                    .unwrap_or("no details");
-                format!("{} failed: {why}", e.event)
-            })
-            .collect();
-        Ok(if errors.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", errors.join("; "))
-        })
-    }
-
-    /// After a successful evacuation: put the instance back in the state it
-    /// was in.
-    async fn finish(
-        &self,
-        id: &str,
-        dest_host: String,
-        preparation: Preparation,
-    ) -> Result<InstanceResult, Cancelled> {
-        let server = match self.or_cancel(self.openstack().server(id)).await? {
-            Ok(server) => server,
-            Err(e) => {
-                return Ok(failed(StepFailure::new(
-                    "restore_state",
-                    format!("evacuated to {dest_host}, but {e}"),
-                )));
-            }
-        };
-        let restoration = evacuation::restoration(preparation.desired, server.vm_state());
-        let result = match restoration {
-            Restoration::Nothing => Ok(()),
-            Restoration::Start => {
-                self.reporter
-                    .step(id, "restore_state", "starting it again, as it was before");
-                self.power(id, true).await?
-            }
-            Restoration::Stop => {
-                self.reporter
-                    .step(id, "restore_state", "stopping it again, as it was before");
-                self.power(id, false).await?
-            }
-            Restoration::ResetToError => {
-                self.reporter.step(
-                    id,
-                    "restore_state",
-                    "resetting it to error, as it was before",
-                );
-                self.or_cancel(self.openstack().reset_state(id, "error"))
-                    .await?
-                    .map_err(Cause::from)
-            }
-        };
-        Ok(match result {
-            Ok(()) => InstanceResult::succeeded(Some(dest_host)),
-            Err(cause) => InstanceResult::Failed {
-                message: format!(
-                    "restore_state: evacuated to {dest_host}, but {}",
-                    cause.message
-                ),
-                retryable: cause.transient,
-            },
-        })
-    }
-
-    /// Starts or stops the server and waits until it is active or stopped.
-    pub(super) async fn power(&self, id: &str, on: bool) -> Result<Result<(), Cause>, Cancelled> {
-        let (call, want) = if on {
-            (self.or_cancel(self.openstack().start(id)).await?, "active")
-        } else {
-            (self.or_cancel(self.openstack().stop(id)).await?, "stopped")
-        };
-        if let Err(e) = call
-            && !e.is_conflict()
-        {
-            return Ok(Err(e.into()));
-        }
-        self.wait_for_state(id, want, self.settings().power_timeout)
-            .await
-    }
-
-    pub(super) async fn wait_for_state(
-        &self,
-        id: &str,
-        want: &str,
-        timeout: Duration,
-    ) -> Result<Result<(), Cause>, Cancelled> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            match self.or_cancel(self.openstack().server(id)).await? {
-                Ok(server) if server.vm_state() == want && server.task_state.is_none() => {
-                    return Ok(Ok(()));
-                }
-                Ok(server) if server.vm_state() == "error" => {
-                    return Ok(Err(format!(
-                        "the instance went to error instead of {want}{}",
-                        server
-                            .fault
-                            .map(|f| format!(": {}", f.message))
-                            .unwrap_or_default()
-                    )
-                    .into()));
-                }
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {
-                    return Ok(Err("the instance was deleted".into()));
-                }
-                Err(e) => tracing::warn!(instance_id = %id, error = %e, "cannot read the instance"),
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(Err(Cause::transient(format!(
-                    "the instance did not become {want} within {}",
-                    humantime::format_duration(timeout)
-                ))));
-            }
-            self.pause(self.settings().poll_interval).await?;
-        }
-    }
-
-    /// Clears attachments that would keep Nova from attaching the
-    /// instance's volumes on the destination. Only for a fenced host: its
-    /// old session is certainly dead.
-    async fn clear_blocking_volumes(&self, id: &str, server: &Server) -> Step<()> {
-        const STEP: &str = "volumes";
-        let openstack = self.openstack();
-        let source = self.request.hostname.as_str();
-        let bdms = match self.or_cancel(openstack.bdm_attachments(id)).await? {
-            Ok(bdms) => bdms,
-            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
-        };
-        let has_api = match self.or_cancel(openstack.has_attachments_api()).await? {
-            Ok(has) => has,
-            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
-        };
-        for attached in &server.volumes_attached {
-            let bdm = bdms
-                .iter()
-                .find(|b| b.volume_id == attached.id)
-                .and_then(|b| b.attachment_id.as_deref());
-            let (volume, clearances) = match self.judge(id, &attached.id, bdm, has_api).await? {
-                Ok((_, VolumeVerdict::Healthy | VolumeVerdict::Multiattach)) => continue,
-                Ok((volume, VolumeVerdict::Blocked(clearances))) => (volume, clearances),
-                Err(failure) => return Ok(Err(failure)),
-            };
-            for clearance in &clearances {
-                if let Err(failure) = self.clear(&volume.id, clearance, has_api).await? {
-                    return Ok(Err(failure));
-                }
-                self.reporter.step(
-                    id,
-                    STEP,
-                    match clearance {
-                        Clearance::Stale { attachment_id } => format!(
-                            "removed stale attachment {attachment_id} of volume {} on {source}",
-                            volume.id
-                        ),
-                        Clearance::Stuck {
-                            attachment_id,
-                            status,
-                        } => format!(
-                            "force-detached attachment {attachment_id} of volume {} stuck {status}",
-                            volume.id
-                        ),
-                    },
-                );
-            }
-            // Cinder answered each clearance (a 404 counts as done); an
-            // attachment still listed would hold the rebuild for Nova's
-            // whole attach timeout, so say so now instead.
-            if let Ok((_, VolumeVerdict::Blocked(left))) =
-                self.judge(id, &attached.id, bdm, has_api).await?
-            {
-                let still: Vec<&str> = left
-                    .iter()
-                    .map(Clearance::attachment_id)
-                    .filter(|a| clearances.iter().any(|c| c.attachment_id() == *a))
-                    .collect();
-                if !still.is_empty() {
-                    return Ok(Err(StepFailure::new(
-                        STEP,
-                        format!(
-                            "volume {} still lists attachment(s) {} after clearing them; the rebuild would wait for them",
-                            volume.id,
-                            still.join(", ")
-                        ),
-                    )));
-                }
-            }
-        }
-        Ok(Ok(()))
-    }
-
-    /// Reads volume `volume_id` (and its attachment records, with the
-    /// attachments API) and judges what keeps it from moving.
-    async fn judge(
-        &self,
-        id: &str,
-        volume_id: &str,
-        bdm: Option<&str>,
-        has_api: bool,
-    ) -> Step<(Volume, VolumeVerdict)> {
-        const STEP: &str = "volumes";
-        let openstack = self.openstack();
-        let volume = match self.or_cancel(openstack.volume(volume_id)).await? {
-            Ok(volume) => volume,
-            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
-        };
-        let records = if has_api {
-            match self
-                .or_cancel(openstack.volume_attachments(volume_id))
-                .await?
-            {
-                Ok(records) => Some(records),
-                Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
-            }
-        } else {
-            None
-        };
-        let source = self.request.hostname.as_str();
-        let verdict = judge_volume(&volume, records.as_deref(), bdm, id, source);
-        Ok(Ok((volume, verdict)))
-    }
-
-    async fn clear(&self, volume_id: &str, clearance: &Clearance, has_api: bool) -> Step<()> {
-        const STEP: &str = "volumes";
-        let openstack = self.openstack();
-        let source = self.request.hostname.as_str();
-        let as_service = match self.or_cancel(openstack.has_service_identity()).await? {
-            Ok(has) => has,
-            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
-        };
-        let attachment = clearance.attachment_id();
-        let result = match clearance {
-            // Nova does not use it: any admin may remove it.
-            Clearance::Stale { .. } if has_api => {
-                match self
-                    .or_cancel(openstack.delete_attachment(attachment, false))
-                    .await?
-                {
-                    Err(e) if e.is_conflict() && as_service => {
-                        self.or_cancel(openstack.delete_attachment(attachment, true))
-                            .await?
-                    }
-                    other => other,
-                }
-            }
-            Clearance::Stale { .. } => {
-                self.or_cancel(openstack.force_detach(volume_id, attachment, source, false))
-                    .await?
-            }
-            // Nova's own attachment: Cinder wants a service caller. Deleted
-            // as Nova deletes its own, so that Cinder terminates the
-            // backend's connection with the connector it stored when the
-            // attachment was made (an iSCSI target needs its initiator,
-            // which no API shows); os-force_detach would take only the
-            // connector a caller can give, the host's name.
-            Clearance::Stuck { .. } if has_api => {
-                self.or_cancel(openstack.delete_attachment(attachment, as_service))
-                    .await?
-            }
-            // Before the attachments API (3.27) a force-detach is all there
-            // is.
-            Clearance::Stuck { .. } => {
-                self.or_cancel(openstack.force_detach(volume_id, attachment, source, as_service))
-                    .await?
-            }
-        };
-        Ok(result.map_err(|e| {
-            let hint = if e.is_conflict() && !as_service {
-                " (Cinder lets only a service caller detach an attachment Nova uses: give the engine's user the service role or set openstack.service_auth)"
-            } else {
-                ""
-            };
-            StepFailure::new(
-                STEP,
-                format!("clear attachment {attachment} of volume {volume_id}: {e}{hint}"),
-            )
-        }))
     }
 }
 

@@ -3,35 +3,27 @@
 //! instances, announce the plan, then recover every instance with bounded
 //! concurrency, each to its list of targets.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::Utc;
 use futures::FutureExt as _;
-use tokio::sync::{Mutex, OnceCell, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
 use super::evacuate::EvacuationJob;
 use super::migrations::MigrationWatch;
+use super::reserved::ReservedHosts;
 use super::{
     Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, StepFailure,
     VMoveType,
 };
+use crate::workflow::evacuation;
 use crate::workflow::selection::select_instances;
 use crate::workflow::targets::{Target, targets};
 use openstack_client::nova::{ComputeService, Server, ServiceUpdate};
-
-/// Whether a reserved host was made ready, decided once.
-type Readiness = Arc<OnceCell<Result<(), String>>>;
-
-/// Reserved hosts made ready once per run, shared by the instance workers.
-#[derive(Default)]
-pub(super) struct ReservedHosts {
-    ready: Mutex<HashMap<String, Readiness>>,
-}
 
 /// A worker's share of the concurrency limits (per run and engine-wide):
 /// held while it works on OpenStack, let go while Nova rebuilds its
@@ -159,6 +151,7 @@ impl Run {
             self.openstack().clone(),
             host.clone(),
             self.settings().migration_poll_interval,
+            self.settings().poll_interval,
         ));
         let (service, listed, watch) =
             tokio::join!(self.take_failed_service_down(&host), listing, watching);
@@ -217,11 +210,13 @@ impl Run {
                         instance_id: r.instance_id.to_string(),
                         instance_name: r.instance_name.clone(),
                         listed: None,
+                        prior_state: r.prior_state,
                     })
                     .collect()
             }
         };
 
+        let jobs = with_prior_states(jobs, &watch);
         self.reporter.plan(
             jobs.iter()
                 .map(|job| PlannedInstance {
@@ -229,7 +224,7 @@ impl Run {
                     instance_name: job.instance_name.clone(),
                     source_host: host.clone(),
                     vmove_type: VMoveType::Evacuation,
-                    prior_state: None,
+                    prior_state: job.prior_state,
                 })
                 .collect(),
         );
@@ -362,6 +357,7 @@ impl Run {
                 instance_id: server.id.clone(),
                 instance_name: server.name.clone(),
                 listed: Some(server),
+                prior_state: None,
             })
             .collect()))
     }
@@ -604,79 +600,21 @@ impl Run {
         }
         Ok(())
     }
+}
 
-    /// Enables a reserved host's nova-compute (and adds it to the failed
-    /// host's aggregates if configured), once per run.
-    pub(super) async fn ready_reserved_host(
-        &self,
-        reserved: &ReservedHosts,
-        target: &str,
-    ) -> Result<(), String> {
-        let cell = {
-            let mut ready = reserved.ready.lock().await;
-            ready.entry(target.to_owned()).or_default().clone()
-        };
-        cell.get_or_init(|| async {
-            let result = self.enable_reserved_host(target).await;
-            match &result {
-                Ok(()) => self.reporter.progress(
-                    "prepare_reserved_host",
-                    ProgressState::Succeeded,
-                    format!("reserved host {target} enabled"),
-                ),
-                Err(e) => self.reporter.progress(
-                    "prepare_reserved_host",
-                    ProgressState::Failed,
-                    e.clone(),
-                ),
-            }
-            result
-        })
-        .await
-        .clone()
-    }
-
-    async fn enable_reserved_host(&self, target: &str) -> Result<(), String> {
-        let openstack = self.openstack();
-        let failed_host = &self.request.hostname;
-        if self.settings().add_reserved_host_to_aggregate {
-            let aggregates = openstack
-                .aggregates()
-                .await
-                .map_err(|e| format!("list aggregates: {e}"))?;
-            for aggregate in aggregates
-                .iter()
-                .filter(|a| a.hosts.iter().any(|h| h == failed_host))
+/// Each job with the state its instance had before the failure: given
+/// back by the API on a retry, else read from the listing before anything
+/// changed it (the plan records it, and a retry gets it back).
+fn with_prior_states(jobs: Vec<EvacuationJob>, watch: &MigrationWatch) -> Vec<EvacuationJob> {
+    jobs.into_iter()
+        .map(|mut job| {
+            if job.prior_state.is_none()
+                && let Some(server) = &job.listed
             {
-                if !aggregate.hosts.iter().any(|h| h == target) {
-                    openstack
-                        .add_host_to_aggregate(aggregate.id, target)
-                        .await
-                        .map_err(|e| {
-                            format!("add {target} to aggregate {}: {e}", aggregate.name)
-                        })?;
-                }
+                let earlier_failed = watch.follow(&job.instance_id).earlier_failed();
+                job.prior_state = Some(evacuation::prepare(server, earlier_failed).desired.into());
             }
-        }
-        let service = openstack
-            .compute_service(target)
-            .await
-            .map_err(|e| format!("read nova-compute on {target}: {e}"))?
-            .ok_or_else(|| format!("nova has no nova-compute service on reserved host {target}"))?;
-        if service.status != "enabled" {
-            openstack
-                .update_service(
-                    &service,
-                    &ServiceUpdate {
-                        enabled: Some(true),
-                        ..ServiceUpdate::default()
-                    },
-                )
-                .await
-                .map_err(|e| format!("enable nova-compute on {target}: {e}"))?;
-        }
-        // Masakari takes the host out of the reserve once used.
-        self.reporter.host_update(target, None, Some(false));
-        Ok(())
-    }
+            job
+        })
+        .collect()
 }

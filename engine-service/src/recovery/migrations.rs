@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
+use super::services::ServiceWatch;
 use crate::workflow::evacuation;
 use openstack_client::OpenStack;
 use openstack_client::nova::Migration;
@@ -33,6 +34,9 @@ pub struct MigrationWatch {
     /// Whether `baseline` was read; if not, workers read their own.
     baseline_read: bool,
     poller: JoinHandle<()>,
+    /// The destinations' nova-compute services, for the workers judging
+    /// a quiet evacuation.
+    services: Arc<ServiceWatch>,
 }
 
 impl Drop for MigrationWatch {
@@ -43,8 +47,15 @@ impl Drop for MigrationWatch {
 
 impl MigrationWatch {
     /// Reads the current evacuations away from `source` (the baseline) and
-    /// starts polling every `interval`.
-    pub async fn start(openstack: OpenStack, source: String, interval: Duration) -> Self {
+    /// starts polling every `interval`; the destinations' services are
+    /// read every `service_interval` once a worker asks.
+    pub async fn start(
+        openstack: OpenStack,
+        source: String,
+        interval: Duration,
+        service_interval: Duration,
+    ) -> Self {
+        let services = Arc::new(ServiceWatch::new(openstack.clone(), service_interval));
         // Without the baseline the workers fall back to reading servers;
         // an outage of the migrations API must not stop a recovery.
         let (existing, baseline_read) = match openstack.evacuations_from(&source, None).await {
@@ -67,17 +78,29 @@ impl MigrationWatch {
                 baseline.insert(m.instance_uuid.clone(), m);
             }
         }
-        let (sender, receiver) = watch::channel(Migrations::default());
+        // Published from the start: an evacuation of an earlier run that
+        // Nova lost changes no more, yet its worker must see it to judge it.
+        let (sender, receiver) = watch::channel(Arc::new(baseline.clone()));
         // The poller's requests belong to the run: its task carries the
         // current span, so they carry the report's trace like every other
         // Nova call of the recovery.
-        let poller =
-            tokio::spawn(poll(openstack, source, interval, cursor, sender).in_current_span());
+        let poller = tokio::spawn(
+            poll(
+                openstack,
+                source,
+                interval,
+                cursor,
+                baseline.clone(),
+                sender,
+            )
+            .in_current_span(),
+        );
         Self {
             receiver,
             baseline,
             baseline_read,
             poller,
+            services,
         }
     }
 
@@ -92,6 +115,7 @@ impl MigrationWatch {
             unused_baseline: self.baseline_read.then_some(baseline),
             earlier_in_flight: newest.is_some_and(evacuation::in_flight),
             earlier_failed: newest.is_some_and(|m| matches!(m.status.as_str(), "error" | "failed")),
+            services: self.services.clone(),
         }
     }
 }
@@ -106,6 +130,7 @@ pub struct MigrationFollower {
     unused_baseline: Option<Option<i64>>,
     earlier_in_flight: bool,
     earlier_failed: bool,
+    services: Arc<ServiceWatch>,
 }
 
 impl MigrationFollower {
@@ -141,6 +166,11 @@ impl MigrationFollower {
         self.earlier_failed
     }
 
+    /// The run's shared watch of the destinations' nova-compute services.
+    pub fn services(&self) -> &ServiceWatch {
+        &self.services
+    }
+
     /// Migrations older than `id` are not this run's (a retry re-baselines
     /// after seeing its own evacuation request refused or lost).
     pub fn set_baseline(&mut self, id: Option<i64>) {
@@ -158,9 +188,9 @@ async fn poll(
     source: String,
     interval: Duration,
     mut cursor: Option<DateTime<Utc>>,
+    mut known: HashMap<String, Migration>,
     sender: watch::Sender<Migrations>,
 ) {
-    let mut known: HashMap<String, Migration> = HashMap::new();
     loop {
         tokio::time::sleep(interval).await;
         let since = cursor.map(|c| c - OVERLAP);

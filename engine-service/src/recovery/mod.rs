@@ -4,12 +4,20 @@
 //! result, even if its worker panics, and every run ends with `Done`.
 
 mod evacuate;
+mod follow;
 mod host;
+mod lost;
 mod migrations;
 mod process;
 mod reconcile;
+mod repair;
 pub mod report;
+mod request;
+mod reserved;
+mod restore;
+mod services;
 mod vm;
+mod volumes;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,6 +32,8 @@ pub use report::{
 };
 
 use crate::workflow::selection::SelectionRules;
+use chrono::{DateTime, Utc};
+use instanceha_runtime::clock::Clock;
 use openstack_client::nova::Server;
 use openstack_client::{self, OpenStack};
 
@@ -36,6 +46,8 @@ pub struct WorkflowSettings {
     pub poll_interval: Duration,
     pub migration_poll_interval: Duration,
     pub evacuation_timeout: Duration,
+    /// An evacuation quiet this long is judged for loss (`workflow::stall`).
+    pub stalled_evacuation_after: Duration,
     pub power_timeout: Duration,
     pub lock_reason_prefix: String,
     pub require_fencing: bool,
@@ -62,6 +74,8 @@ pub struct Engine {
     capacity: Arc<Semaphore>,
     /// Instances in recovery across all runs.
     in_recovery: Arc<AtomicUsize>,
+    /// The time of day, to compare with Nova's timestamps.
+    clock: Clock,
 }
 
 /// The run was cancelled (the API asked, or went away).
@@ -75,7 +89,15 @@ impl Engine {
             settings: Arc::new(settings),
             capacity: Arc::new(Semaphore::new(total_capacity.max(1))),
             in_recovery: Arc::default(),
+            clock: Clock::system(),
         }
+    }
+
+    /// The same engine reading the time of day from `clock` (tests on
+    /// paused time give Tokio's, which the simulated cloud follows).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     pub fn openstack(&self) -> &OpenStack {
@@ -139,6 +161,11 @@ impl Run {
 
     fn settings(&self) -> &WorkflowSettings {
         &self.engine.settings
+    }
+
+    /// The time of day now.
+    fn now(&self) -> DateTime<Utc> {
+        self.engine.clock.now()
     }
 
     /// `future`, or `Cancelled` if the run is cancelled first.

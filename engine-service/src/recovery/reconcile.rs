@@ -1,19 +1,28 @@
 //! Runs that change nothing but the engine's own locks. A *reconcile* run
 //! reads what Nova says of each named instance — where it is, its state,
 //! its newest evacuation away from the failed host, its lock — follows an
-//! evacuation Nova is still carrying out to its end, releases this
+//! evacuation Nova is still carrying out while it moves, releases this
 //! notification's lock, and reports each instance's truth; the API gives
-//! its final verdict from that, never from what a lost run last saw. A
-//! *release-locks* run only releases this notification's locks, for a
-//! notification that has ended with some left held.
+//! its final verdict from that, never from what a lost run last saw. An
+//! evacuation Nova lost, or whose records have not changed for
+//! `recovery.stalled_evacuation_after` (by Nova's own timestamps: one a
+//! recover run already followed to its end), is judged at once
+//! (`workflow::stall`): not recovered, retryable, the reason said (the
+//! repair is a recover run's job), its lock kept. A *release-locks* run
+//! only releases this notification's locks, for a notification that has
+//! ended with some left held.
 
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use super::lost::StallWatch;
+use super::services::ServiceWatch;
 use super::{Cancelled, InstanceRef, InstanceResult, ProgressState, Run, RunOutcome};
 use crate::workflow::evacuation::{self, Truth};
+use crate::workflow::stall::Stall;
+use openstack_client::nova::{Migration, Server};
 
 impl Run {
     /// A reconcile run (`verdicts`: report each instance's truth) or a
@@ -37,16 +46,21 @@ impl Run {
         let limit = Arc::new(Semaphore::new(
             self.settings().max_concurrent_instances.max(1),
         ));
+        let services = Arc::new(ServiceWatch::new(
+            self.openstack().clone(),
+            self.settings().poll_interval,
+        ));
         let mut workers = JoinSet::new();
         for instance in self.request.instances.clone() {
             let run = self.clone();
             let limit = limit.clone();
+            let services = services.clone();
             workers.spawn(async move {
                 let Ok(_permit) = limit.acquire_owned().await else {
                     return Err(Cancelled);
                 };
                 let result = if verdicts {
-                    run.reconcile_instance(&instance).await?
+                    run.reconcile_instance(&instance, &services).await?
                 } else {
                     run.release_lock(&instance).await?;
                     return Ok(());
@@ -88,10 +102,12 @@ impl Run {
     async fn reconcile_instance(
         &self,
         instance: &InstanceRef,
+        services: &ServiceWatch,
     ) -> Result<InstanceResult, Cancelled> {
         let id = instance.instance_id.as_str();
         let source = source_of(self, instance);
         let deadline = tokio::time::Instant::now() + self.settings().evacuation_timeout;
+        let mut stall = StallWatch::judging();
         loop {
             let server = match self.server_unless_gone(id).await? {
                 Ok(Some(server)) => server,
@@ -119,6 +135,16 @@ impl Run {
             };
             let truth = evacuation::truth(source, &server, newest.as_ref());
             if let Truth::InProgress(state) = &truth {
+                if let Some(m) = newest.as_ref().filter(|m| evacuation::in_flight(m))
+                    && let Some(message) = self
+                        .stalled_verdict(id, source, &server, m, services, &mut stall)
+                        .await?
+                {
+                    return Ok(InstanceResult::Failed {
+                        message,
+                        retryable: true,
+                    });
+                }
                 if tokio::time::Instant::now() < deadline {
                     self.pause(self.settings().poll_interval).await?;
                     continue;
@@ -152,6 +178,35 @@ impl Run {
                 },
             });
         }
+    }
+
+    /// The verdict on an evacuation in flight that Nova lost, or whose
+    /// records have not changed for `stalled_evacuation_after`: not
+    /// recovered (for now), with what Nova shows; `None` while it moves.
+    async fn stalled_verdict(
+        &self,
+        id: &str,
+        source: &str,
+        server: &Server,
+        m: &Migration,
+        services: &ServiceWatch,
+        stall: &mut StallWatch,
+    ) -> Result<Option<String>, Cancelled> {
+        let (judged, quiet) = self.look(id, source, server, m, services, stall).await?;
+        let after = self.settings().stalled_evacuation_after;
+        Ok(match judged {
+            Stall::Repair(reason) => Some(format!(
+                "nova lost its evacuation: {reason}; a recovery run evacuates it again"
+            )),
+            Stall::AwaitFencing { host, reason } => Some(format!(
+                "{reason}; it is evacuated again once {host} is reported failed and fenced (its nova-compute forced down)"
+            )),
+            Stall::Unproven(text) if quiet >= after => Some(format!(
+                "nova shows no change of its evacuation for over {}: {text}",
+                humantime::format_duration(after)
+            )),
+            Stall::Unproven(_) | Stall::Proceeding | Stall::ReadAction => None,
+        })
     }
 
     /// Releases this notification's lock on the instance, if it holds one

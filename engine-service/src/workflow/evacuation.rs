@@ -1,9 +1,11 @@
-//! Evacuating one instance: the state to prepare and to restore, and the
+//! Evacuating one instance: the state to prepare and to restore (the one
+//! recorded with the plan when known, else inferred), and the
 //! verdict on an evacuation in flight from what Nova shows (the server, its
 //! migration record), following the contract's poller rules: a failed
 //! claim, a scheduling failure or a compute error is seen at once from the
 //! migration, not after a timeout.
 
+use instanceha_proto::run::PriorState;
 use openstack_client::nova::{Migration, Server};
 
 /// The state an instance should be in after its recovery.
@@ -14,6 +16,26 @@ pub enum DesiredState {
     /// It was in error before the failure; evacuation makes it active, and
     /// it is put back to error as Masakari does.
     Error,
+}
+
+impl From<PriorState> for DesiredState {
+    fn from(prior: PriorState) -> Self {
+        match prior {
+            PriorState::Active => Self::Active,
+            PriorState::Stopped => Self::Stopped,
+            PriorState::Error => Self::Error,
+        }
+    }
+}
+
+impl From<DesiredState> for PriorState {
+    fn from(desired: DesiredState) -> Self {
+        match desired {
+            DesiredState::Active => Self::Active,
+            DesiredState::Stopped => Self::Stopped,
+            DesiredState::Error => Self::Error,
+        }
+    }
 }
 
 /// What to do before evacuating.
@@ -52,6 +74,16 @@ pub fn prepare(server: &Server, earlier_failed: bool) -> Preparation {
     Preparation {
         reset_to_error: busy || !evacuable,
         desired,
+    }
+}
+
+/// What to do before evacuating `server`, whose state before the failure
+/// is known (recorded with the plan at the first attempt): that state is
+/// restored after, whatever an earlier attempt left.
+pub fn prepare_known(server: &Server, prior: PriorState) -> Preparation {
+    Preparation {
+        desired: prior.into(),
+        ..prepare(server, false)
     }
 }
 
@@ -147,22 +179,26 @@ pub fn judge(
         server.host.as_deref().unwrap_or("?"),
         migration
             .map(describe)
-            .unwrap_or_else(|| "not yet created".to_owned())
+            .unwrap_or_else(|| "none seen yet".to_owned())
     ))
 }
 
-/// `m`'s id and status, and what an `accepted` one never scheduled means:
-/// real Nova leaves it so for good when nova-conductor dies holding the
-/// request (conformance/).
-fn describe(m: &Migration) -> String {
-    if m.status == "accepted" && m.dest_compute.is_none() && m.updated_at.is_none() {
-        format!(
-            "{} accepted and never scheduled (nova-conductor may have lost the request: \
-             check it, reset the instance's state and retry)",
+/// `m`'s id and status, and what Nova has not done yet: schedule it (no
+/// destination), claim it on its destination, or finish the rebuild there
+/// (the host moved and the migration `done`).
+pub fn describe(m: &Migration) -> String {
+    match (m.status.as_str(), m.dest_compute.as_deref()) {
+        ("accepted", None) => format!("{} accepted and never scheduled (no destination)", m.id),
+        ("accepted", Some(dest)) => format!(
+            "{} accepted for {dest}, not yet claimed by its nova-compute",
             m.id
-        )
-    } else {
-        format!("{} {}", m.id, m.status)
+        ),
+        ("pre-migrating", dest) => format!(
+            "{} pre-migrating on {}: the rebuild there has not finished (host not moved, migration not done)",
+            m.id,
+            dest.unwrap_or("?")
+        ),
+        (status, _) => format!("{} {status}", m.id),
     }
 }
 
@@ -212,7 +248,7 @@ pub fn truth(source: &str, server: &Server, newest: Option<&Migration>) -> Truth
             server.task_state.as_deref().unwrap_or("none"),
             newest
                 .map(describe)
-                .unwrap_or_else(|| "not yet created".to_owned())
+                .unwrap_or_else(|| "none found".to_owned())
         ));
     }
     let host = server.host.as_deref().unwrap_or("?");
@@ -322,21 +358,33 @@ mod tests {
     }
 
     #[test]
-    fn an_evacuation_never_scheduled_is_told_as_such() {
-        let lost = migration("accepted");
+    fn an_evacuation_in_flight_says_what_nova_has_not_done_yet() {
+        let accepted = migration("accepted");
         let Truth::InProgress(text) = truth(
             "compute-01",
             &server("active", Some("rebuilding"), "compute-01"),
-            Some(&lost),
+            Some(&accepted),
         ) else {
             panic!("a rebuilding instance is in progress");
         };
         assert!(text.contains("7 accepted and never scheduled"), "{text}");
-        let scheduled = Migration {
+        let named = Migration {
             dest_compute: Some("compute-02".into()),
             ..migration("accepted")
         };
-        assert!(!describe(&scheduled).contains("never scheduled"));
+        assert!(
+            describe(&named).contains("not yet claimed by its nova-compute"),
+            "{}",
+            describe(&named)
+        );
+        let claimed = Migration {
+            dest_compute: Some("compute-02".into()),
+            ..migration("pre-migrating")
+        };
+        assert!(
+            describe(&claimed)
+                .contains("pre-migrating on compute-02: the rebuild there has not finished")
+        );
     }
 
     #[test]
@@ -407,6 +455,29 @@ mod tests {
         shut_down.power_state = Some(4);
         assert_eq!(prepare(&shut_down, true).desired, DesiredState::Stopped);
         assert!(!prepare(&errored, true).reset_to_error);
+    }
+
+    #[test]
+    fn a_recorded_prior_state_wins_over_what_nova_shows_now() {
+        // In error after this recovery's own failed attempt, stopped before.
+        let errored = server("error", None, "c1");
+        assert_eq!(
+            prepare_known(&errored, PriorState::Stopped),
+            Preparation {
+                reset_to_error: false,
+                desired: DesiredState::Stopped
+            }
+        );
+        // Reset to error by a repair: active before.
+        assert_eq!(
+            prepare_known(&errored, PriorState::Active).desired,
+            DesiredState::Active
+        );
+        let busy = server("active", Some("rebuilding"), "c1");
+        assert!(prepare_known(&busy, PriorState::Active).reset_to_error);
+        for prior in PriorState::ALL {
+            assert_eq!(PriorState::from(DesiredState::from(prior)), prior);
+        }
     }
 
     #[test]

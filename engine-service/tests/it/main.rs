@@ -4,6 +4,7 @@
 mod fault_matrix;
 mod found_bugs;
 mod host_failure;
+mod lost_work;
 mod outage_matrix;
 mod process_and_vm;
 mod process_faults;

@@ -935,7 +935,7 @@ fn engine_config(auth_url: &str) -> String {
         )
     };
     format!(
-        "[openstack]\ninterfaces = [\"public\"]\nrequest_timeout = \"2s\"\n\n[openstack.retry]\nmax_attempts = 3\ninitial_backoff = \"10ms\"\nmax_backoff = \"40ms\"\nmax_retry_after = \"100ms\"\n\n[openstack.auth]\n{}\n[openstack.service_auth]\n{}\n[recovery]\npoll_interval = \"20ms\"\nevacuation_timeout = \"30s\"\npower_timeout = \"10s\"\n\n[host_failure]\nservice_down_timeout = \"5s\"\n",
+        "[openstack]\ninterfaces = [\"public\"]\nrequest_timeout = \"2s\"\n\n[openstack.retry]\nmax_attempts = 3\ninitial_backoff = \"10ms\"\nmax_backoff = \"40ms\"\nmax_retry_after = \"100ms\"\n\n[openstack.auth]\n{}\n[openstack.service_auth]\n{}\n[recovery]\npoll_interval = \"20ms\"\nevacuation_timeout = \"30s\"\nstalled_evacuation_after = \"10s\"\npower_timeout = \"10s\"\n\n[host_failure]\nservice_down_timeout = \"5s\"\n",
         auth("admin", "admin"),
         auth("nova", "service")
     )

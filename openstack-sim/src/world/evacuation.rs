@@ -16,6 +16,8 @@ use crate::identity::Caller;
 /// The steps an evacuation's timed events drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EvacStep {
+    /// nova-conductor gets a request whose cast waited for the message bus.
+    Received,
     Scheduled,
     Claimed,
     BlockDevicesDone,
@@ -40,6 +42,9 @@ pub enum EvacuationPhase {
     Finishing,
     Done,
     Failed,
+    /// nova-conductor dropped it (the message bus went away while it scheduled): Nova's records
+    /// stay as they were, for good.
+    Lost,
 }
 
 /// The parts of a request the API validated.
@@ -89,42 +94,6 @@ pub(crate) struct Evacuation {
     /// The destination's compute died mid-rebuild: nothing more happens until it restarts.
     pub frozen: bool,
     pub error: Option<String>,
-}
-
-/// One evacuation as benchmarks see it. Times are simulated seconds since the scenario started.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EvacuationRecord {
-    pub migration_id: u64,
-    pub migration_uuid: String,
-    pub instance_id: String,
-    pub instance_name: String,
-    pub source: String,
-    pub destination: Option<String>,
-    pub phase: EvacuationPhase,
-    pub requested_at: f64,
-    pub rebuild_started_at: Option<f64>,
-    pub done_at: Option<f64>,
-    pub failed_at: Option<f64>,
-    pub stalled_secs: f64,
-    pub error: Option<String>,
-    pub durations: EvacuationDurations,
-}
-
-/// Evacuation statistics for benchmarks.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EvacuationStats {
-    pub sim_time: f64,
-    pub evacuations: Vec<EvacuationRecord>,
-    pub first_request_at: Option<f64>,
-    pub last_done_at: Option<f64>,
-    /// From the first evacuate request to the last migration done.
-    pub makespan: Option<f64>,
-    /// What simulated Nova alone would need for the same finished evacuations (same destinations,
-    /// durations and per-host rebuild limit) had all been requested at one instant.
-    pub ideal_makespan: Option<f64>,
-    pub done: usize,
-    pub failed: usize,
-    pub in_progress: usize,
 }
 
 fn generated_password(world: &mut World) -> String {
@@ -208,6 +177,9 @@ impl World {
             created_at: wall,
             updated_at: None,
         });
+        // the cast to nova-conductor waits for a message bus that is down: its event starts
+        // when the conductor gets it
+        let reaches_conductor = self.cast_to_conductor(t);
         self.actions
             .entry(instance_id.into())
             .or_default()
@@ -220,15 +192,11 @@ impl World {
                 start_time: wall,
                 updated_at: wall,
                 message: None,
-                events: vec![ActionEvent {
-                    event: "rebuild_server".into(),
-                    start_time: wall,
-                    finish_time: None,
-                    result: None,
-                    traceback: None,
-                    host: Some("controller".into()),
-                    details: None,
-                }],
+                events: if reaches_conductor == t {
+                    vec![conductor_event(wall)]
+                } else {
+                    Vec::new()
+                },
             });
         let inst = self.instances.get_mut(instance_id).expect("checked");
         inst.task_state = Some(TaskState::Rebuilding);
@@ -252,13 +220,12 @@ impl World {
             .admin_pass
             .clone()
             .unwrap_or_else(|| generated_password(self));
-        self.schedule(
-            t.plus_secs(durations.schedule),
-            EventKind::Evacuation {
-                migration_id,
-                step: EvacStep::Scheduled,
-            },
-        );
+        let (at, step) = if reaches_conductor == t {
+            (t.plus_secs(durations.schedule), EvacStep::Scheduled)
+        } else {
+            (reaches_conductor, EvacStep::Received)
+        };
+        self.schedule(at, EventKind::Evacuation { migration_id, step });
         self.evacuations.insert(
             migration_id,
             Evacuation {
@@ -334,7 +301,22 @@ impl World {
         let Some(evac) = self.evacuations.get(&migration_id) else {
             return;
         };
-        if matches!(evac.phase, EvacuationPhase::Done | EvacuationPhase::Failed) {
+        if evac.frozen
+            || matches!(
+                evac.phase,
+                EvacuationPhase::Done | EvacuationPhase::Failed | EvacuationPhase::Lost
+            )
+        {
+            return;
+        }
+        if let Some(outage) = self.bus_outage_at(t) {
+            if step == EvacStep::Scheduled {
+                // the scheduling call nova-conductor makes meets the outage
+                self.conductor_call_lost(t, migration_id, &outage);
+            } else {
+                // the compute's next write waits for the bus
+                self.schedule(outage.end, EventKind::Evacuation { migration_id, step });
+            }
             return;
         }
         if !self.instances.contains_key(&evac.instance_id) {
@@ -346,20 +328,27 @@ impl World {
             );
             return;
         }
-        if step != EvacStep::Scheduled {
+        if !matches!(step, EvacStep::Received | EvacStep::Scheduled) {
             let dest = evac.dest.clone().expect("a destination once scheduled");
             let idx = self.host_idx(&dest).expect("known host");
             if !self.compute_alive(idx, t) {
-                // the RPC went to a dead compute: the rebuild is stuck until it restarts
+                // its nova-compute died under it: frozen for good
                 self.evacuations
                     .get_mut(&migration_id)
                     .expect("present")
                     .frozen = true;
-                tracing::warn!(migration_id, dest = %dest, "rebuild stuck on a dead destination");
+                tracing::warn!(migration_id, dest = %dest, "rebuild frozen on a dead destination");
                 return;
             }
         }
+        if let Some(expected) = expected_task_state(step)
+            && self.instances[&evac.instance_id].task_state != Some(expected)
+        {
+            self.unexpected_task_state(t, migration_id, step);
+            return;
+        }
         match step {
+            EvacStep::Received => self.on_received(t, migration_id),
             EvacStep::Scheduled => self.on_scheduled(t, migration_id),
             EvacStep::Claimed => self.on_claimed(t, migration_id),
             EvacStep::BlockDevicesDone => self.on_block_devices_done(t, migration_id),
@@ -402,6 +391,24 @@ impl World {
             .map(|i| self.hosts[i].name.clone())
     }
 
+    fn on_received(&mut self, t: SimTime, migration_id: u64) {
+        let wall = self.wall(t);
+        let e = &self.evacuations[&migration_id];
+        let (instance_id, request_id) = (e.instance_id.clone(), e.request_id.clone());
+        let schedule = e.durations.schedule;
+        if let Some(action) = self.action_mut(&instance_id, &request_id) {
+            action.events.push(conductor_event(wall));
+            action.updated_at = wall;
+        }
+        self.schedule(
+            t.plus_secs(schedule),
+            EventKind::Evacuation {
+                migration_id,
+                step: EvacStep::Scheduled,
+            },
+        );
+    }
+
     fn on_scheduled(&mut self, t: SimTime, migration_id: u64) {
         let evac = self.evacuations[&migration_id].clone();
         let dest = if evac.failure == Some(EvacuationFailure::Scheduling) {
@@ -425,9 +432,42 @@ impl World {
             wall,
             true,
         );
+        let alive = self.compute_alive(idx, t);
         let e = self.evacuations.get_mut(&migration_id).expect("present");
         e.dest = Some(dest.clone());
         e.scheduled_at = Some(t);
+        if alive {
+            self.receive_rebuild(t, migration_id);
+        } else {
+            // cast to a nova-compute that is not running: it waits in its queue
+            e.phase = EvacuationPhase::Queued;
+            self.rebuild_slots
+                .entry(dest)
+                .or_default()
+                .awaiting
+                .push_back(migration_id);
+        }
+    }
+
+    /// The destination's nova-compute receives the rebuild: it records its event at once, then
+    /// waits for a rebuild slot (Nova's resource tracker lock).
+    pub(crate) fn receive_rebuild(&mut self, t: SimTime, migration_id: u64) {
+        let wall = self.wall(t);
+        let e = &self.evacuations[&migration_id];
+        let (instance_id, request_id) = (e.instance_id.clone(), e.request_id.clone());
+        let dest = e.dest.clone().expect("scheduled");
+        if let Some(action) = self.action_mut(&instance_id, &request_id) {
+            action.events.push(ActionEvent {
+                event: "compute_rebuild_instance".into(),
+                start_time: wall,
+                finish_time: None,
+                result: None,
+                traceback: None,
+                host: Some(dest.clone()),
+                details: None,
+            });
+            action.updated_at = wall;
+        }
         let limit = self.settings.rebuild_concurrency;
         let slots = self.rebuild_slots.entry(dest).or_default();
         if slots.active < limit {
@@ -444,25 +484,10 @@ impl World {
 
     /// The destination compute takes the rebuild (a rebuild slot is already held).
     fn start_rebuild(&mut self, t: SimTime, migration_id: u64) {
-        let wall = self.wall(t);
         let e = self.evacuations.get_mut(&migration_id).expect("present");
         e.phase = EvacuationPhase::Claiming;
         e.rebuild_started_at = Some(t);
         let claim = e.durations.claim;
-        let (instance_id, request_id, dest) =
-            (e.instance_id.clone(), e.request_id.clone(), e.dest.clone());
-        if let Some(action) = self.action_mut(&instance_id, &request_id) {
-            action.events.push(ActionEvent {
-                event: "compute_rebuild_instance".into(),
-                start_time: wall,
-                finish_time: None,
-                result: None,
-                traceback: None,
-                host: dest,
-                details: None,
-            });
-            action.updated_at = wall;
-        }
         self.schedule(
             t.plus_secs(claim),
             EventKind::Evacuation {
@@ -502,6 +527,8 @@ impl World {
         m.dest_host = Some(ip);
         m.updated_at = Some(wall);
         let inst = self.instances.get_mut(&evac.instance_id).expect("present");
+        // the destination saves the power state it sees (no guest yet), then moves the volumes
+        inst.power_state = power_state::NOSTATE;
         inst.task_state = Some(TaskState::RebuildBlockDeviceMapping);
         inst.updated = wall;
         self.evacuations
@@ -583,7 +610,7 @@ impl World {
         let Some(e) = self.evacuations.get(&migration_id) else {
             return;
         };
-        if e.phase != EvacuationPhase::Stalled || e.stall_id != stall {
+        if e.frozen || e.phase != EvacuationPhase::Stalled || e.stall_id != stall {
             return;
         }
         let (volume, attachment) = self
@@ -797,14 +824,6 @@ impl World {
             return;
         };
         let wall = self.wall(t);
-        if let Some(inst) = self.instances.get_mut(&evac.instance_id)
-            && inst.task_state.is_some()
-            && evac.frozen
-        {
-            inst.vm_state = VmState::Error;
-            inst.task_state = None;
-            inst.updated = wall;
-        }
         let m = &mut self.migrations[(migration_id - 1) as usize];
         m.status = status;
         m.updated_at = Some(wall);
@@ -850,7 +869,11 @@ impl World {
         }
     }
 
-    fn action_mut(&mut self, instance_id: &str, request_id: &str) -> Option<&mut InstanceAction> {
+    pub(crate) fn action_mut(
+        &mut self,
+        instance_id: &str,
+        request_id: &str,
+    ) -> Option<&mut InstanceAction> {
         self.actions
             .get_mut(instance_id)?
             .iter_mut()
@@ -884,164 +907,39 @@ impl World {
             }
         }
     }
+}
 
-    /// Statistics over every evacuation so far.
-    pub fn stats(&mut self) -> EvacuationStats {
-        let now = self.tick();
-        let evacuations: Vec<EvacuationRecord> = self
-            .evacuations
-            .values()
-            .map(|e| EvacuationRecord {
-                migration_id: e.migration_id,
-                migration_uuid: self.migrations[(e.migration_id - 1) as usize].uuid.clone(),
-                instance_id: e.instance_id.clone(),
-                instance_name: self
-                    .instances
-                    .get(&e.instance_id)
-                    .map(|i| i.name.clone())
-                    .unwrap_or_default(),
-                source: e.source.clone(),
-                destination: e.dest.clone(),
-                phase: e.phase,
-                requested_at: e.requested_at.as_secs_f64(),
-                rebuild_started_at: e.rebuild_started_at.map(SimTime::as_secs_f64),
-                done_at: e.done_at.map(SimTime::as_secs_f64),
-                failed_at: e.failed_at.map(SimTime::as_secs_f64),
-                stalled_secs: e.stalled_secs
-                    + e.stalled_since.map(|s| now.secs_since(s)).unwrap_or(0.0),
-                error: e.error.clone(),
-                durations: e.durations.clone(),
-            })
-            .collect();
-        let first_request_at = evacuations
-            .iter()
-            .map(|e| e.requested_at)
-            .fold(None, |acc: Option<f64>, x| {
-                Some(acc.map_or(x, |a| a.min(x)))
-            });
-        let last_done_at = evacuations
-            .iter()
-            .filter_map(|e| e.done_at)
-            .fold(None, |acc: Option<f64>, x| {
-                Some(acc.map_or(x, |a| a.max(x)))
-            });
-        let makespan = match (first_request_at, last_done_at) {
-            (Some(first), Some(last)) => Some(last - first),
-            _ => None,
-        };
-        let done: Vec<&Evacuation> = self
-            .evacuations
-            .values()
-            .filter(|e| e.phase == EvacuationPhase::Done)
-            .collect();
-        let ideal_makespan = ideal_makespan(&done, self.settings.rebuild_concurrency);
-        let count = |p: EvacuationPhase| evacuations.iter().filter(|e| e.phase == p).count();
-        let (done_n, failed_n) = (count(EvacuationPhase::Done), count(EvacuationPhase::Failed));
-        EvacuationStats {
-            sim_time: now.as_secs_f64(),
-            in_progress: evacuations.len() - done_n - failed_n,
-            done: done_n,
-            failed: failed_n,
-            evacuations,
-            first_request_at,
-            last_done_at,
-            makespan,
-            ideal_makespan,
-        }
+/// nova-conductor's event of an evacuation, started at `wall`.
+fn conductor_event(wall: chrono::DateTime<chrono::Utc>) -> ActionEvent {
+    ActionEvent {
+        event: "rebuild_server".into(),
+        start_time: wall,
+        finish_time: None,
+        result: None,
+        traceback: None,
+        host: Some("controller".into()),
+        details: None,
     }
 }
 
-/// Per destination, a `limit`-server FIFO queue fed at once after each job's scheduling time;
-/// the makespan is the latest finish.
-fn ideal_makespan(done: &[&Evacuation], limit: usize) -> Option<f64> {
-    if done.is_empty() {
-        return None;
+/// The task state the write of `step` expects (`instance.save(expected_task_state=...)` in
+/// `nova/compute/manager.py`): a rebuild whose expected state is gone (reset meanwhile) stops.
+pub(crate) fn expected_task_state(step: EvacStep) -> Option<TaskState> {
+    match step {
+        EvacStep::Claimed => Some(TaskState::Rebuilding),
+        EvacStep::BlockDevicesDone => Some(TaskState::RebuildBlockDeviceMapping),
+        EvacStep::Spawned => Some(TaskState::RebuildSpawning),
+        EvacStep::PoweredOff => Some(TaskState::PoweringOff),
+        EvacStep::Received | EvacStep::Scheduled | EvacStep::HostChanged | EvacStep::Done => None,
     }
-    let mut by_dest: std::collections::BTreeMap<&str, Vec<&Evacuation>> = Default::default();
-    for e in done {
-        by_dest
-            .entry(e.dest.as_deref().unwrap_or(""))
-            .or_default()
-            .push(e);
-    }
-    let mut makespan = 0.0f64;
-    for jobs in by_dest.values_mut() {
-        jobs.sort_by(|a, b| {
-            a.durations
-                .schedule
-                .total_cmp(&b.durations.schedule)
-                .then(a.requested_at.cmp(&b.requested_at))
-                .then(a.migration_id.cmp(&b.migration_id))
-        });
-        let mut free_at = vec![0.0f64; limit.max(1)];
-        for job in jobs.iter() {
-            let d = &job.durations;
-            let service = d.claim
-                + d.block_device_mapping
-                + d.spawn
-                + if job.target_stopped { d.stop } else { 0.0 }
-                + 2.0 * d.finish;
-            let (slot, at) = free_at
-                .iter()
-                .copied()
-                .enumerate()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .expect("at least one slot");
-            let start = at.max(d.schedule);
-            free_at[slot] = start + service;
-            makespan = makespan.max(start + service);
-        }
-    }
-    Some(makespan)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(id: u64, dest: &str, schedule: f64, rest: f64) -> Evacuation {
-        Evacuation {
-            migration_id: id,
-            instance_id: format!("i{id}"),
-            source: "s".into(),
-            dest: Some(dest.into()),
-            requested_host: None,
-            forced: false,
-            target_stopped: false,
-            failure: None,
-            phase: EvacuationPhase::Done,
-            requested_at: SimTime::ZERO,
-            scheduled_at: None,
-            rebuild_started_at: None,
-            done_at: None,
-            failed_at: None,
-            stalled_since: None,
-            stall_id: 0,
-            stalled_secs: 0.0,
-            durations: EvacuationDurations {
-                schedule,
-                claim: rest,
-                block_device_mapping: 0.0,
-                spawn: 0.0,
-                stop: 0.0,
-                finish: 0.0,
-            },
-            request_id: String::new(),
-            frozen: false,
-            error: None,
-        }
-    }
-
-    #[test]
-    fn ideal_makespan_respects_the_per_host_limit() {
-        let jobs: Vec<Evacuation> = (1..=4).map(|i| job(i, "d1", 1.0, 5.0)).collect();
-        let refs: Vec<&Evacuation> = jobs.iter().collect();
-        // two slots: two waves of 5 s after 1 s of scheduling
-        assert_eq!(ideal_makespan(&refs, 2), Some(11.0));
-        assert_eq!(ideal_makespan(&refs, 4), Some(6.0));
-        let spread = [job(1, "d1", 1.0, 5.0), job(2, "d2", 1.0, 7.0)];
-        let refs: Vec<&Evacuation> = spread.iter().collect();
-        assert_eq!(ideal_makespan(&refs, 1), Some(8.0));
-        assert_eq!(ideal_makespan(&[], 1), None);
+/// The task state a step was writing when its expected one was gone: Nova writes it anyway
+/// with `vm_state` error (`_error_out_instance_on_exception` saves the pending change).
+pub(crate) fn pending_task_state(step: EvacStep) -> Option<TaskState> {
+    match step {
+        EvacStep::Claimed => Some(TaskState::Rebuilding),
+        EvacStep::BlockDevicesDone => Some(TaskState::RebuildSpawning),
+        _ => None,
     }
 }

@@ -2,10 +2,13 @@
 //! Nova's and Cinder's data, and every timed change is an event applied lazily in time order.
 
 mod build;
+pub mod disruptions;
 pub mod evacuation;
 pub mod model;
 pub mod operations;
+pub mod power;
 pub mod snapshot;
+pub mod stats;
 pub mod volumes;
 
 use std::cmp::{Ordering, Reverse};
@@ -20,8 +23,7 @@ use crate::identity::Identity;
 use crate::scenario::Settings;
 use evacuation::{EvacStep, Evacuation};
 use model::{
-    Aggregate, EvacuationFailure, Flavor, Host, Instance, InstanceAction, Migration, VmState,
-    Volume, power_state,
+    Aggregate, EvacuationFailure, Flavor, Host, Instance, InstanceAction, Migration, Volume,
 };
 
 /// Why an operation on the world was refused; each API renders it in its own envelope.
@@ -93,6 +95,15 @@ pub(crate) enum EventKind {
         host: usize,
         generation: u64,
     },
+    /// A killed nova-compute process starts again (`generation`: the kill's).
+    ComputeStart {
+        host: usize,
+        generation: u64,
+    },
+    /// nova-conductor's scheduling call of an evacuation, lost with the message bus, times out.
+    ConductorTimeout {
+        migration_id: u64,
+    },
 }
 
 /// Rebuilds running on, and queued for, one destination host.
@@ -100,6 +111,9 @@ pub(crate) enum EventKind {
 pub(crate) struct RebuildSlots {
     pub active: usize,
     pub queue: VecDeque<u64>,
+    /// Rebuilds nova-conductor cast to the host while its nova-compute was not running: they
+    /// wait in its message queue and run when it starts.
+    pub awaiting: VecDeque<u64>,
 }
 
 /// A non-compute Nova service (always up).
@@ -228,6 +242,12 @@ impl World {
                 stop,
             } => self.power_op_due(t, &instance_id, generation, stop),
             EventKind::HostBoot { host, generation } => self.host_booted(t, host, generation),
+            EventKind::ComputeStart { host, generation } => {
+                self.compute_restart_due(t, host, generation)
+            }
+            EventKind::ConductorTimeout { migration_id } => {
+                self.conductor_timed_out(t, migration_id)
+            }
         }
     }
 
@@ -320,130 +340,6 @@ impl World {
             .find(|a| a.availability_zone.is_some() && a.hosts.iter().any(|h| h == host))
             .and_then(|a| a.availability_zone.clone())
             .unwrap_or_else(|| "nova".into())
-    }
-
-    /// Cuts a host's power: its compute stops heartbeating and acting.
-    pub fn power_off(&mut self, name: &str) -> Result<(), Error> {
-        let t = self.tick();
-        let idx = self
-            .host_idx(name)
-            .ok_or_else(|| Error::NotFound(format!("host {name} not found")))?;
-        if !self.hosts[idx].powered_on {
-            return Ok(());
-        }
-        let last = self.last_heartbeat(idx, t);
-        let host = &mut self.hosts[idx];
-        host.last_heartbeat_before_off = last;
-        host.heartbeat_origin = None;
-        host.powered_on = false;
-        host.power_generation += 1;
-        tracing::info!(host = name, sim_time = t.as_secs_f64(), "host powered off");
-        Ok(())
-    }
-
-    /// Restores a host's power: its compute boots after `host_boot` and then heartbeats again,
-    /// clears the storage sessions it held, and completes the evacuations away from it.
-    pub fn power_on(&mut self, name: &str) -> Result<(), Error> {
-        let t = self.tick();
-        let idx = self
-            .host_idx(name)
-            .ok_or_else(|| Error::NotFound(format!("host {name} not found")))?;
-        if self.hosts[idx].powered_on {
-            return Ok(());
-        }
-        let boot = self.sample(self.settings.durations.host_boot);
-        let host = &mut self.hosts[idx];
-        host.powered_on = true;
-        host.power_generation += 1;
-        let generation = host.power_generation;
-        self.schedule(
-            t.plus_secs(boot),
-            EventKind::HostBoot {
-                host: idx,
-                generation,
-            },
-        );
-        tracing::info!(
-            host = name,
-            sim_time = t.as_secs_f64(),
-            boot_secs = boot,
-            "host powered on"
-        );
-        Ok(())
-    }
-
-    fn host_booted(&mut self, t: SimTime, idx: usize, generation: u64) {
-        if self.hosts[idx].power_generation != generation || !self.hosts[idx].powered_on {
-            return;
-        }
-        let name = self.hosts[idx].name.clone();
-        self.hosts[idx].heartbeat_origin = Some(t);
-        self.hosts[idx].heartbeat_phase = 0.0;
-        let wall = self.wall(t);
-
-        // the host clears the storage sessions it held
-        let volume_ids: Vec<String> = self
-            .volume_order
-            .iter()
-            .filter(|v| {
-                self.volumes[*v]
-                    .attachments
-                    .iter()
-                    .any(|a| a.host_name.as_deref() == Some(name.as_str()))
-            })
-            .cloned()
-            .collect();
-        for volume_id in volume_ids {
-            self.clear_host_sessions(&volume_id, &name, wall);
-        }
-        // evacuations away from it: done -> completed
-        for m in &mut self.migrations {
-            if m.source_compute == name
-                && m.status == model::MigrationStatus::Done
-                && m.migration_type == "evacuation"
-            {
-                m.status = model::MigrationStatus::Completed;
-                m.updated_at = Some(wall);
-            }
-        }
-        // rebuilds that were running on it died with it
-        let frozen: Vec<u64> = self
-            .evacuations
-            .values()
-            .filter(|e| e.frozen && e.dest.as_deref() == Some(name.as_str()))
-            .map(|e| e.migration_id)
-            .collect();
-        for migration_id in frozen {
-            self.fail_evacuation(
-                t,
-                migration_id,
-                model::MigrationStatus::Failed,
-                "Instance was in a transitional state when its destination compute restarted",
-            );
-        }
-        // power operations that were waiting for the compute
-        for (instance_id, stop) in self.frozen_power_ops.remove(&name).unwrap_or_default() {
-            self.finish_power_op(t, &instance_id, stop);
-        }
-        // guests that were running are found shut off (resume_guests_state_on_host_boot=False)
-        let ids: Vec<String> = self
-            .instances
-            .values()
-            .filter(|i| {
-                i.host.as_deref() == Some(name.as_str())
-                    && i.vm_state == VmState::Active
-                    && i.task_state.is_none()
-            })
-            .map(|i| i.id.clone())
-            .collect();
-        for id in ids {
-            let inst = self.instances.get_mut(&id).expect("listed");
-            inst.vm_state = VmState::Stopped;
-            inst.power_state = power_state::SHUTDOWN;
-            inst.updated = wall;
-        }
-        tracing::info!(host = %name, sim_time = t.as_secs_f64(), "compute service started");
-        self.recheck_stalls(t);
     }
 
     /// A usable snapshot of a connector for a host.

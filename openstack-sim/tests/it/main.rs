@@ -5,6 +5,7 @@ mod cinder;
 mod conformance;
 mod control;
 mod determinism;
+mod disruptions;
 mod faults;
 mod helpers;
 mod keystone;
