@@ -58,6 +58,7 @@ mod tests {
             .route(
                 "/v1/segments",
                 get(|| async {
+                    // sleep: a handler slower than the timeout under test.
                     tokio::time::sleep(Duration::from_secs(60)).await;
                     "late"
                 }),

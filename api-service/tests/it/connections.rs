@@ -14,20 +14,22 @@ use crate::process::ApiProcess;
 
 /// Where its REST API listens, from its log.
 async fn rest_addr(api: &ApiProcess) -> SocketAddr {
-    for _ in 0..300 {
-        let found = api.lines().iter().find_map(|line| {
-            let entry: serde_json::Value = serde_json::from_str(line).ok()?;
-            let message = entry["message"].as_str()?;
-            message
-                .contains("rest api listening")
-                .then(|| entry["addr"].as_str()?.parse().ok())?
-        });
-        if let Some(addr) = found {
-            return addr;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no REST address in the log:\n{}", api.lines().join("\n"));
+    let every = Duration::from_millis(100);
+    instanceha_testkit::eventually(
+        "a REST address in the log",
+        Duration::from_secs(30),
+        every,
+        || async {
+            api.lines().iter().find_map(|line| {
+                let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+                let message = entry["message"].as_str()?;
+                message
+                    .contains("rest api listening")
+                    .then(|| entry["addr"].as_str()?.parse().ok())?
+            })
+        },
+    )
+    .await
 }
 
 /// `count` connections to `to` from 127.0.0.2 (another loopback address
@@ -105,15 +107,19 @@ async fn a_strangers_idle_connections_leave_health_and_admin_answering() {
 
     // The stranger's connections never sent a request: closed at their
     // deadline, their files given back.
-    let mut open = api.open_files();
-    for _ in 0..300 {
-        if open < 100 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        open = api.open_files();
-    }
-    assert!(open < 100, "{open} files still open");
+    let every = Duration::from_millis(100);
+    instanceha_testkit::eventually(
+        "fewer than 100 open files",
+        Duration::from_secs(30),
+        every,
+        || async {
+            match api.open_files() {
+                open if open < 100 => Ok(()),
+                open => Err(format!("{open} files still open")),
+            }
+        },
+    )
+    .await;
     drop(held);
 }
 

@@ -298,20 +298,18 @@ async fn watch_streams_are_bounded_and_their_slots_come_back() {
     );
     // The client drops one stream: its slot comes back.
     drop(first);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    let third = loop {
-        match watch(app.notifications.clone(), n.id.clone()).await {
-            Ok(stream) => break stream,
-            Err(status) if status.code() == Code::ResourceExhausted => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "the slot of a dropped stream never came back"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let third = instanceha_testkit::eventually(
+        "the slot of a dropped stream to come back",
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(20),
+        || async {
+            match watch(app.notifications.clone(), n.id.clone()).await {
+                Err(status) if status.code() != Code::ResourceExhausted => panic!("{status:?}"),
+                other => other,
             }
-            Err(other) => panic!("{other:?}"),
-        }
-    };
+        },
+    )
+    .await;
     // Streams still open would hold the graceful shutdown.
     drop((second, third));
     app.stop().await;
@@ -424,11 +422,13 @@ async fn settled_rss(api: &ApiProcess, files: usize, enough: u64) -> u64 {
     const EVERY: Duration = Duration::from_millis(500);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while api.open_files() > files && tokio::time::Instant::now() < deadline {
+        // sleep: paced readings of a process's memory as jemalloc returns it.
         tokio::time::sleep(EVERY).await;
     }
     let mut last = api.rss_kib();
     let mut unchanged = 0;
     while tokio::time::Instant::now() < deadline {
+        // sleep: paced readings until the memory stops falling.
         tokio::time::sleep(EVERY).await;
         let now = api.rss_kib();
         unchanged = if now < last { 0 } else { unchanged + 1 };

@@ -98,11 +98,16 @@ async fn shutdown_reports_not_ready_and_keeps_serving_through_the_drain_delay() 
     let rest = Rest::new(&app);
     app.begin_stop();
     let mut health = HealthClient::new(app.channel.clone());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while status_of(&mut health, "").await != ServingStatus::NotServing as i32 {
-        assert!(std::time::Instant::now() < deadline, "still ready");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    instanceha_testkit::eventually(
+        "not ready once stopping",
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(20),
+        || {
+            let mut health = health.clone();
+            async move { status_of(&mut health, "").await == ServingStatus::NotServing as i32 }
+        },
+    )
+    .await;
     for service in [
         "instanceha.v1.SegmentService",
         "instanceha.v1.NotificationService",
@@ -132,11 +137,13 @@ async fn shutdown_reports_not_ready_and_keeps_serving_through_the_drain_delay() 
     rest.get("/v1/segments").await.expect(200);
     assert!(!app.stopped(), "the drain delay is not over yet");
 
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !app.stopped() {
-        assert!(std::time::Instant::now() < deadline, "never stopped");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    instanceha_testkit::eventually(
+        "the server to stop after its drain delay",
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(50),
+        || async { app.stopped() },
+    )
+    .await;
     app.stop().await;
 }
 

@@ -966,14 +966,14 @@ async fn settled(store: &Store, id: NotificationId) -> NotificationStatus {
     // A bound, not a pace: a case takes about 0.1 s; a loaded machine
     // (CI beside other builds) has taken over 20 s for a recover run and
     // its reconcile run.
-    for _ in 0..12_000 {
-        let status = store.notification(id).await.unwrap().status();
-        if status.is_terminal() {
-            return status;
+    let every = Duration::from_millis(5);
+    instanceha_testkit::eventually("a final status", Duration::from_secs(60), every, || async {
+        match store.notification(id).await.unwrap().status() {
+            status if status.is_terminal() => Ok(status),
+            status => Err(format!("notification {id} is {status}")),
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("notification {id} still unresolved after 60 s");
+    })
+    .await
 }
 
 #[test]

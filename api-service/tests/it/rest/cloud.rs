@@ -115,26 +115,19 @@ impl Cloud {
 /// Polls the REST API until the notification is finished, failed or
 /// ignored.
 pub async fn terminal(rest: &Rest, uuid: &str) -> serde_json::Value {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    let every = Duration::from_millis(50);
+    instanceha_testkit::eventually("a final status", PATIENCE, every, || async {
         let reply = rest
             .version("1.1")
             .get(&format!("/v1/notifications/{uuid}"))
             .await;
         let n = reply.expect(200)["notification"].clone();
-        if matches!(
-            n["status"].as_str(),
-            Some("finished" | "failed" | "ignored")
-        ) {
-            return n;
+        match n["status"].as_str() {
+            Some("finished" | "failed" | "ignored") => Ok(n),
+            _ => Err(format!("notification still {}", n["status"])),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "notification still {} after {PATIENCE:?}",
-            n["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// With Keystone, a 401 names it as keystonemiddleware does
