@@ -16,6 +16,7 @@ use tonic_health::server::HealthReporter;
 use crate::auth::Guard;
 use crate::changes::ChangeFeed;
 use crate::config::{LimitSettings, Settings};
+use crate::console::{self, Console};
 use crate::dispatch::Dispatcher;
 use crate::grpc::{self, GuardLayer, SizeLayer, TraceLayer};
 use crate::rate_limit::RateLimiter;
@@ -68,6 +69,8 @@ pub struct Server {
     rest: Option<(TcpListener, RestState)>,
     /// Its TLS: the gRPC API's `[tls]` settings, as rustls needs them.
     rest_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// The web console, on the REST listener, when both are enabled.
+    console: Option<Console>,
     /// How long to go on serving, not ready, after the shutdown signal.
     drain_delay: Duration,
 }
@@ -125,6 +128,17 @@ impl Server {
         } else {
             None
         };
+        let console = match &rest {
+            Some((_, state)) if settings.console.enabled => Some(Console::new(
+                api.clone(),
+                guard.clone(),
+                settings.console.clone(),
+                rest_tls.is_some(),
+                grpc::WatchSlots::new(limits.max_watches_per_caller, limits.max_watches),
+                state.draining(),
+            )),
+            _ => None,
+        };
         let dispatcher = if settings.dispatch.enabled {
             let listen = listener.local_addr().map_err(|source| Error::Bind {
                 addr: settings.listen,
@@ -147,6 +161,7 @@ impl Server {
             limits: settings.limits.clone(),
             rest,
             rest_tls,
+            console,
             drain_delay: settings.shutdown.drain_delay,
         })
     }
@@ -204,14 +219,18 @@ impl Server {
         let stop_rest = CancellationToken::new();
         let rest_draining = self.rest.as_ref().map(|(_, state)| state.draining());
         let rest_tls = self.rest_tls;
+        let console = self.console;
         let rest_server = self.rest.map(|(listener, state)| {
             if let Ok(addr) = listener.local_addr() {
                 tracing::info!(%addr, tls = rest_tls.is_some(), "masakari-compatible rest api listening");
             }
             let stop = stop_rest.clone();
             tokio::spawn(async move {
-                let app = rest::router(state, rest_limits)
-                    .into_make_service_with_connect_info::<SocketAddr>();
+                let app = match console {
+                    Some(console) => rest::router(state, rest_limits).merge(console::router(console)),
+                    None => rest::router(state, rest_limits),
+                }
+                .into_make_service_with_connect_info::<SocketAddr>();
                 match rest_tls {
                     Some(tls) => {
                         // Nagle off inside; the tap only gives axum the

@@ -9,6 +9,7 @@ pub mod entity;
 mod hosts;
 mod notifications;
 mod segments;
+mod trace;
 mod vmoves;
 
 use std::str::FromStr;

@@ -1,0 +1,176 @@
+//! The stream of a recovery's page: the notification's watch
+//! (`Api::watch_notification`: a snapshot, then every persisted change,
+//! a fresh snapshot when it fell behind, until the notification ends),
+//! applied to a [`RecoveryModel`], whose touched parts are sent every
+//! [`GATHER`]: the summary, the counts, the rows of the instances that
+//! changed, the new run events.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{Op, Sender, admit, open, sleep_until};
+use crate::auth::Operation;
+use crate::console::Console;
+use crate::console::error::ConsoleError;
+use crate::console::recovery::{OPERATIONS, RecoveryModel, Touched, notification_id};
+use crate::console::session::{ClientAddr, Viewer};
+use crate::grpc::WatchSlot;
+use crate::service::{Error, WatchUpdate};
+
+/// How long changes are gathered before they are sent together.
+pub const GATHER: Duration = Duration::from_millis(100);
+
+/// `GET /console/live/notifications/{id}?stamp=...`.
+pub async fn stream(
+    State(console): State<Console>,
+    Path(raw): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    client: ClientAddr,
+) -> Result<Response, ConsoleError> {
+    let mut operations = vec![Operation::WatchNotification];
+    operations.extend(OPERATIONS);
+    let (viewer, slot) = admit(&console, &headers, client, &operations).await?;
+    let id = notification_id(&raw)?;
+    let updates = console.api().watch_notification(id).await?;
+    let trace_id = console.api().trace_id(id).await?;
+    let (response, sender) = open(&console);
+    let stamp = query.get("stamp").cloned();
+    tokio::spawn(async move {
+        let task = Follow {
+            console,
+            viewer,
+            trace_id,
+            sender,
+            _slot: slot,
+        };
+        task.run(updates, stamp.as_deref()).await;
+    });
+    Ok(response)
+}
+
+struct Follow {
+    console: Console,
+    viewer: Viewer,
+    trace_id: Option<String>,
+    sender: Sender,
+    /// Given back when the stream ends.
+    _slot: WatchSlot,
+}
+
+impl Follow {
+    async fn run(
+        self,
+        mut updates: mpsc::Receiver<Result<WatchUpdate, Error>>,
+        stamp: Option<&str>,
+    ) {
+        let Some(Ok(WatchUpdate::Snapshot {
+            notification,
+            progress,
+            vmoves,
+        })) = updates.recv().await
+        else {
+            return;
+        };
+        let mut model = RecoveryModel::new(notification, progress, vmoves, self.trace_id.clone());
+        let link = self.console.trace_link(self.trace_id.as_deref());
+        if !self
+            .sender
+            .first(&model.live_region(&self.viewer, link.as_deref()), stamp)
+            .await
+        {
+            return;
+        }
+        let draining = self.console.draining();
+        let mut pending = Touched::default();
+        let mut due: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                () = self.sender.closed() => return,
+                () = draining.cancelled() => return,
+                update = updates.recv() => match update {
+                    Some(Ok(update)) => {
+                        pending.merge(model.apply(update));
+                        if !pending.is_empty() && due.is_none() {
+                            due = Some(Instant::now() + GATHER);
+                        }
+                    }
+                    Some(Err(err)) => {
+                        tracing::info!(notification_id = %model.id(), error = %err, "console stream ended");
+                        return;
+                    }
+                    // The notification ended: its last changes, then `end`.
+                    None => {
+                        self.flush(&model, std::mem::take(&mut pending), link.as_deref()).await;
+                        self.sender.end().await;
+                        return;
+                    }
+                },
+                () = sleep_until(due) => {
+                    due = None;
+                    if !self.flush(&model, std::mem::take(&mut pending), link.as_deref()).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends what `touched` names; false once the page has gone.
+    async fn flush(&self, model: &RecoveryModel, touched: Touched, link: Option<&str>) -> bool {
+        if touched.all {
+            return self
+                .sender
+                .snapshot(&model.live_region(&self.viewer, link))
+                .await;
+        }
+        self.sender
+            .patch(&ops(model, &touched, &self.viewer, link))
+            .await
+    }
+}
+
+/// The page's changes for `touched`.
+pub fn ops(
+    model: &RecoveryModel,
+    touched: &Touched,
+    viewer: &Viewer,
+    link: Option<&str>,
+) -> Vec<Op> {
+    let mut ops = Vec::new();
+    if touched.head {
+        ops.push(Op::replace("n-head".to_owned(), model.head(viewer, link)));
+    }
+    if touched.counts {
+        ops.push(Op::replace("n-counts".to_owned(), model.counts()));
+    }
+    for &i in touched.rows.difference(&touched.new_rows) {
+        ops.push(Op::replace(model.row_id(i), model.row(i)));
+    }
+    if !touched.new_rows.is_empty() {
+        ops.push(Op::remove("instances-none"));
+    }
+    for &i in &touched.new_rows {
+        ops.push(Op::upsert(
+            model.row_id(i),
+            model.row(i),
+            "instances-body",
+            "end",
+        ));
+    }
+    for &i in &touched.run_events {
+        ops.push(Op::upsert(
+            format!("e-{i}"),
+            model.run_event_row(i),
+            "events-body",
+            "end",
+        ));
+    }
+    ops
+}
