@@ -369,9 +369,15 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
     }
 
     if args.keep_running {
+        let console = api.rest_addr.map_or_else(String::new, |rest| {
+            format!(
+                "  web console             http://{rest}/console/notifications/{}  (sign in with the token below)\n",
+                notification.id
+            )
+        });
         let text = format!(
             "\nthe services keep running (Ctrl-C to stop):\n  \
-             instanceha-api (gRPC)   {}\n  instanceha-engine       {}\n  openstack-sim           {}  (control API under /sim/, see openstack-sim/README.md)\n\n\
+             instanceha-api (gRPC)   {}\n{console}  instanceha-engine       {}\n  openstack-sim           {}  (control API under /sim/, see openstack-sim/README.md)\n\n\
              try:\n  export INSTANCEHA_ENDPOINT=http://{} INSTANCEHA_TOKEN={token}\n  \
              instanceha notification list\n  instanceha vmove list {}\n  \
              curl -s {}/sim/state | head -c 600\n",

@@ -32,7 +32,7 @@ pub async fn secure_headers(request: Request, next: Next) -> Response {
     );
     set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     set(headers, header::X_FRAME_OPTIONS, "DENY");
-    set(headers, header::REFERRER_POLICY, "no-referrer");
+    set(headers, header::REFERRER_POLICY, "same-origin");
     if !headers.contains_key(header::CACHE_CONTROL) {
         set(headers, header::CACHE_CONTROL, "no-store");
     }

@@ -53,6 +53,14 @@ pub async fn page(
 pub fn live_region(overview: &Overview, viewer: &Viewer) -> Html {
     let mut out = Html::new();
     recoveries(&mut out, &overview.recoveries);
+    if overview.more_running {
+        out.raw(
+            "<p class=\"meta\" id=\"more-running\">More recoveries are running than shown here: ",
+        )
+        .raw("see the <a href=\"/console/history?status=running\">running</a>, ")
+        .raw("<a href=\"/console/history?status=new\">new</a> and ")
+        .raw("<a href=\"/console/history?status=error\">error</a> ones in the history.</p>");
+    }
     out.raw("<h2 id=\"segments-title\">Segments and hosts</h2>");
     if overview.segments.is_empty() {
         out.raw("<p>No failover segment is registered.</p>");
@@ -191,11 +199,15 @@ pub fn host_row(view: &HostView, viewer: &Viewer) -> Html {
     if let Some(failure) = &state.failure {
         out.raw(" <a href=\"/console/notifications/")
             .text(failure)
-            .raw("\">the failure</a>");
+            .raw("\">the failure<span class=\"visually-hidden\"> of ")
+            .text(&host.name)
+            .raw("</span></a>");
     } else if let Some(by) = &state.maintenance_by {
         out.raw(" <a href=\"/console/notifications/")
             .text(by)
-            .raw("\">by a recovery</a>");
+            .raw("\">by a recovery<span class=\"visually-hidden\"> of ")
+            .text(&host.name)
+            .raw("</span></a>");
     }
     out.raw("</td><td>")
         .maybe_time(state.last_report)

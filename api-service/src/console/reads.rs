@@ -18,6 +18,10 @@ use crate::status::NotificationStatus;
 /// How many ended recoveries the overview lists below the running ones.
 pub const RECENTLY_ENDED: usize = 10;
 
+/// How many running recoveries the overview lists at most (a storm of
+/// reports is read in the history, a page at a time).
+pub const RUNNING_SHOWN: u32 = 100;
+
 /// How far back (in reports) the overview looks for each host's newest
 /// report: the newest page of reports, of any type and of compute-host
 /// failures.
@@ -82,6 +86,8 @@ pub struct Overview {
     /// Running now (new, running, error), then the last ended, newest
     /// first.
     pub recoveries: Vec<RecoveryView>,
+    /// More are running than [`RUNNING_SHOWN`].
+    pub more_running: bool,
 }
 
 /// The newest reports about each host: of any type, and of compute-host
@@ -213,18 +219,27 @@ pub async fn recovery(api: &Api, notification: Notification) -> Result<RecoveryV
     })
 }
 
-/// The overview: segments and hosts, the recoveries running now and the
-/// last [`RECENTLY_ENDED`] ended.
+/// The overview: segments and hosts, the newest [`RUNNING_SHOWN`]
+/// recoveries running now and the last [`RECENTLY_ENDED`] ended.
 pub async fn overview(api: &Api) -> Result<Overview, Error> {
     let (segments, recent) = segments(api).await?;
-    let mut shown: Vec<Notification> = Vec::new();
+    let mut running: Vec<Notification> = Vec::new();
+    let mut more_running = false;
     for status in NotificationStatus::UNFINISHED {
         let filter = NotificationFilter {
             status: Some(status),
             ..NotificationFilter::default()
         };
-        shown.extend(all_pages(|page| api.list_notifications(filter.clone(), page)).await?);
+        let page = api
+            .list_notifications(filter, PageRequest::first(RUNNING_SHOWN))
+            .await?;
+        more_running |= page.next.is_some();
+        running.extend(page.items);
     }
+    running.sort_by_key(|n| std::cmp::Reverse(n.row_id));
+    more_running |= running.len() > RUNNING_SHOWN as usize;
+    running.truncate(RUNNING_SHOWN as usize);
+    let mut shown = running;
     shown.extend(
         recent
             .into_iter()
@@ -240,5 +255,6 @@ pub async fn overview(api: &Api) -> Result<Overview, Error> {
     Ok(Overview {
         segments,
         recoveries,
+        more_running,
     })
 }

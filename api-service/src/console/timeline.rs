@@ -113,9 +113,11 @@ fn event_entry(event: &EventRecord) -> Entry {
         (_, ProgressState::Failed) => (event.task.as_str(), Tone::Failed),
         (_, _) => (event.task.as_str(), Tone::Info),
     };
+    // "recovery of NAME (ID) started" says nothing the row does not.
+    let restates = event.task == "recover_instance" && event.state == ProgressState::Started;
     Entry {
         label: label.to_owned(),
-        detail: Some(event.message.clone()).filter(|m| !m.is_empty()),
+        detail: Some(event.message.clone()).filter(|m| !m.is_empty() && !restates),
         at: Some(event.at),
         tone,
     }
@@ -361,7 +363,12 @@ mod tests {
         let t = timeline(
             &record(VMoveStatus::Ongoing),
             &[step("started", "", 1)],
-            &[event("recover_instance", ProgressState::Started, "", 1)],
+            &[event(
+                "recover_instance",
+                ProgressState::Started,
+                "recovery of web-1 (1) started",
+                1,
+            )],
         );
         assert_eq!(labels(&t), ["recovery started"]);
         assert_eq!(t.entries[0].detail, None);

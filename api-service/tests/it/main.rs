@@ -7,6 +7,7 @@
 mod auth;
 mod backends;
 mod bad_input;
+mod console;
 mod helpers;
 mod hosts;
 mod limits;

@@ -67,6 +67,7 @@ pub async fn stream(
 /// What the page shows, kept as the changes come.
 pub struct OverviewModel {
     recoveries: HashMap<NotificationId, RecoveryView>,
+    more_running: bool,
     segments: Vec<SegmentView>,
     /// Each host row as last sent.
     host_rows: HashMap<HostId, Html>,
@@ -115,6 +116,7 @@ impl OverviewModel {
                 .into_iter()
                 .map(|r| (r.notification.id, r))
                 .collect(),
+            more_running: overview.more_running,
             segments: Vec::new(),
             host_rows: HashMap::new(),
             host_ids: HashMap::new(),
@@ -140,6 +142,7 @@ impl OverviewModel {
         Overview {
             segments: self.segments.clone(),
             recoveries,
+            more_running: self.more_running,
         }
     }
 
