@@ -8,6 +8,7 @@ use std::future::Future;
 use chrono::{DateTime, Utc};
 
 use super::host_state::{HostFlags, HostReport, HostState, host_state};
+use super::timeline::StepRecord;
 use crate::domain::{
     Host, HostFilter, MAX_PAGE_SIZE, Notification, NotificationFilter, NotificationId,
     NotificationType, Page, PageRequest, Segment, SegmentFilter, VMove, VMoveFilter, VMoveId,
@@ -205,6 +206,15 @@ pub async fn host(api: &Api, name: &str) -> Result<Option<HostView>, Error> {
 /// Every vmove of a notification, in creation order.
 pub async fn vmoves(api: &Api, id: NotificationId) -> Result<Vec<VMove>, Error> {
     all_pages(|page| api.list_vmoves(id, VMoveFilter::default(), page)).await
+}
+
+/// The steps the engine reported for a notification's instances, oldest
+/// first, as `(instance id, step)`. The API keeps each vmove's current
+/// step only (the step history is not stored yet): none here, and each
+/// timeline starts from its vmove's current step and grows as the page's
+/// stream sees new ones.
+pub async fn steps(_api: &Api, _id: NotificationId) -> Result<Vec<(String, StepRecord)>, Error> {
+    Ok(Vec::new())
 }
 
 /// A recovery's progress: resolved instances of all.

@@ -11,13 +11,13 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
+use super::Console;
 use super::error::ConsoleError;
 use super::html::Html;
 use super::layout::{self, Nav, badge, flag};
 use super::reads;
 use super::session::{ClientAddr, Viewer};
 use super::timeline::{EventRecord, InstanceRecord, StepRecord, timeline};
-use super::{Console, live_url};
 use crate::auth::Operation;
 use crate::domain::{Notification, NotificationId, ProgressEvent, VMove, VMoveId};
 use crate::service::WatchUpdate;
@@ -42,9 +42,45 @@ pub struct RecoveryModel {
     by_instance: HashMap<String, usize>,
     /// Each instance's progress events, by vmove index.
     instance_events: HashMap<usize, Vec<EventRecord>>,
+    /// Each instance's steps, oldest first, by instance id: the step
+    /// history read with the model, and each new current step its vmove
+    /// reports after.
+    steps: HashMap<String, Vec<StepRecord>>,
+    /// The newest event sequence of each instance, by vmove index.
+    instance_sequence: HashMap<usize, u64>,
     /// The events of no instance (the runs' own), in order.
     run_events: Vec<ProgressEvent>,
     last_sequence: u64,
+}
+
+/// Where a page's live part stands: what it was rendered from, so that
+/// its stream (or a reconnecting one) sends what changed since, row by
+/// row, rather than the whole part again. Times in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Since {
+    /// The notification's `updated_at`.
+    pub notification: i64,
+    /// The newest `updated_at` of its vmoves.
+    pub vmoves: i64,
+    /// The newest progress event.
+    pub sequence: u64,
+}
+
+impl Since {
+    /// `n.v.s`, as the page's stream URL carries it.
+    pub fn encode(self) -> String {
+        format!("{}.{}.{}", self.notification, self.vmoves, self.sequence)
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let mut parts = text.split('.');
+        let since = Self {
+            notification: parts.next()?.parse().ok()?,
+            vmoves: parts.next()?.parse().ok()?,
+            sequence: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(since)
+    }
 }
 
 /// What a change touched on the page.
@@ -52,9 +88,11 @@ pub struct RecoveryModel {
 pub struct Touched {
     /// The summary (status, message, runs, retry).
     pub head: bool,
-    /// The counts and the list of failed instances.
+    /// The counts.
     pub counts: bool,
-    /// These rows (vmove indexes); `new_rows` are not on the page yet.
+    /// The list of failed instances.
+    pub failures: bool,
+    /// These rows (vmove indexes); `new_rows` may not be on the page yet.
     pub rows: BTreeSet<usize>,
     pub new_rows: BTreeSet<usize>,
     /// These run events (indexes) are new.
@@ -71,6 +109,7 @@ impl Touched {
     pub fn merge(&mut self, other: Touched) {
         self.head |= other.head;
         self.counts |= other.counts;
+        self.failures |= other.failures;
         self.rows.extend(other.rows);
         self.new_rows.extend(other.new_rows);
         self.run_events.extend(other.run_events);
@@ -79,19 +118,28 @@ impl Touched {
 }
 
 impl RecoveryModel {
+    /// The model of `notification`: its events, its vmoves, the steps of
+    /// its instances (`(instance id, step)`, oldest first) and its trace.
     pub fn new(
         notification: Notification,
         progress: Vec<ProgressEvent>,
         vmoves: Vec<VMove>,
+        steps: Vec<(String, StepRecord)>,
         trace_id: Option<String>,
     ) -> Self {
+        let mut by_instance: HashMap<String, Vec<StepRecord>> = HashMap::new();
+        for (instance, step) in steps {
+            by_instance.entry(instance).or_default().push(step);
+        }
         let mut model = Self {
             notification,
             trace_id,
+            steps: by_instance,
             vmoves: Vec::new(),
             by_id: HashMap::new(),
             by_instance: HashMap::new(),
             instance_events: HashMap::new(),
+            instance_sequence: HashMap::new(),
             run_events: Vec::new(),
             last_sequence: 0,
         };
@@ -106,6 +154,20 @@ impl RecoveryModel {
 
     /// Adds or replaces a vmove; its index and whether it is new.
     fn put_vmove(&mut self, vmove: VMove) -> (usize, bool) {
+        if let Some(step) = &vmove.step {
+            let steps = self.steps.entry(vmove.instance_id.clone()).or_default();
+            let known = steps
+                .last()
+                .is_some_and(|last| last.step == *step && last.at == vmove.step_time);
+            if !known {
+                steps.push(StepRecord {
+                    step: step.clone(),
+                    message: vmove.step_message.clone(),
+                    at: vmove.step_time,
+                    attempt: None,
+                });
+            }
+        }
         if let Some(&i) = self.by_id.get(&vmove.id) {
             self.vmoves[i] = vmove;
             return (i, false);
@@ -140,6 +202,7 @@ impl RecoveryModel {
                         message: event.message,
                         at: event.time,
                     });
+                self.instance_sequence.insert(i, event.sequence);
                 touched.rows.insert(i);
             }
             None => {
@@ -158,7 +221,13 @@ impl RecoveryModel {
                 progress,
                 vmoves,
             } => {
-                *self = Self::new(notification, progress, vmoves, self.trace_id.clone());
+                // The steps seen so far stay: a snapshot has only the
+                // current one of each instance.
+                let steps = std::mem::take(&mut self.steps)
+                    .into_iter()
+                    .flat_map(|(id, steps)| steps.into_iter().map(move |s| (id.clone(), s)))
+                    .collect();
+                *self = Self::new(notification, progress, vmoves, steps, self.trace_id.clone());
                 Touched {
                     all: true,
                     ..Touched::default()
@@ -172,9 +241,16 @@ impl RecoveryModel {
                 }
             }
             WatchUpdate::VMove(v) => {
+                let failure = |v: &VMove| {
+                    (v.status() == VMoveStatus::Failed)
+                        .then(|| v.record.message().map(str::to_owned))
+                };
+                let before = self.by_id.get(&v.id).map(|&i| failure(&self.vmoves[i]));
+                let after = failure(&v);
                 let (i, added) = self.put_vmove(v);
                 let mut touched = Touched {
                     counts: true,
+                    failures: before.flatten() != after,
                     ..Touched::default()
                 };
                 if added {
@@ -192,30 +268,63 @@ impl RecoveryModel {
         self.notification.id.to_string()
     }
 
+    /// Where the page rendered from this model stands.
+    pub fn since(&self) -> Since {
+        Since {
+            notification: self.notification.updated_at.timestamp_micros(),
+            vmoves: self
+                .vmoves
+                .iter()
+                .map(|v| v.updated_at.timestamp_micros())
+                .max()
+                .unwrap_or(i64::MIN),
+            sequence: self.last_sequence,
+        }
+    }
+
+    /// What may have changed since a page stood at `since` (at the same
+    /// time is counted as changed: a part sent twice is harmless, one
+    /// missed is not).
+    pub fn touched_since(&self, since: &Since) -> Touched {
+        let mut touched = Touched {
+            head: self.notification.updated_at.timestamp_micros() >= since.notification,
+            ..Touched::default()
+        };
+        for (i, v) in self.vmoves.iter().enumerate() {
+            let events = self
+                .instance_sequence
+                .get(&i)
+                .is_some_and(|&s| s > since.sequence);
+            if v.updated_at.timestamp_micros() >= since.vmoves || events {
+                touched.rows.insert(i);
+            }
+        }
+        if !touched.rows.is_empty() {
+            touched.counts = true;
+            touched.failures = true;
+            touched.new_rows = touched.rows.clone();
+        }
+        touched.run_events = self
+            .run_events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.sequence > since.sequence)
+            .map(|(i, _)| i)
+            .collect();
+        touched
+    }
+
     /// Instances by status.
     fn count(&self, status: VMoveStatus) -> usize {
         self.vmoves.iter().filter(|v| v.status() == status).count()
-    }
-
-    /// The timeline of row `i`.
-    fn steps(&self, vmove: &VMove) -> Vec<StepRecord> {
-        vmove
-            .step
-            .iter()
-            .map(|step| StepRecord {
-                step: step.clone(),
-                message: vmove.step_message.clone(),
-                at: vmove.step_time,
-                attempt: None,
-            })
-            .collect()
     }
 
     /// The part of the page the stream keeps up to date.
     pub fn live_region(&self, viewer: &Viewer, trace_link: Option<&str>) -> Html {
         let mut out = Html::new();
         out.html(&self.head(viewer, trace_link))
-            .html(&self.counts());
+            .html(&self.counts())
+            .html(&self.failures());
         out.raw("<section aria-labelledby=\"instances-title\"><h2 id=\"instances-title\">Instances</h2>")
             .raw("<table class=\"grid instances\" id=\"instances\"><caption>Each instance and its timeline</caption>")
             .raw("<thead><tr><th scope=\"col\">Instance</th><th scope=\"col\">From</th><th scope=\"col\">Status</th>")
@@ -287,7 +396,7 @@ impl RecoveryModel {
         out
     }
 
-    /// The instances by status, and those that failed with their cause.
+    /// The instances by status.
     pub fn counts(&self) -> Html {
         let mut out = Html::new();
         out.raw("<section id=\"n-counts\" aria-labelledby=\"counts-title\"><h2 id=\"counts-title\">Progress</h2><p>");
@@ -308,14 +417,22 @@ impl RecoveryModel {
                 .num(self.count(status))
                 .raw("</span></li>");
         }
-        out.raw("</ul>");
+        out.raw("</ul></section>");
+        out
+    }
+
+    /// The instances that failed, with their cause (an empty element when
+    /// none did, so that a patch can fill it).
+    pub fn failures(&self) -> Html {
+        let mut out = Html::new();
+        out.raw("<div id=\"n-failures\">");
         let failed: Vec<&VMove> = self
             .vmoves
             .iter()
             .filter(|v| v.status() == VMoveStatus::Failed)
             .collect();
         if !failed.is_empty() {
-            out.raw("<h3>Failed instances</h3><ul class=\"failures\" id=\"failures\">");
+            out.raw("<section aria-labelledby=\"failures-title\"><h2 id=\"failures-title\">Failed instances</h2><ul class=\"failures\" id=\"failures\">");
             for v in failed {
                 out.raw("<li><a href=\"#")
                     .text(&row_id(&v.id))
@@ -325,9 +442,9 @@ impl RecoveryModel {
                     .text(v.record.message().unwrap_or("no message"))
                     .raw("</span></li>");
             }
-            out.raw("</ul>");
+            out.raw("</ul></section>");
         }
-        out.raw("</section>");
+        out.raw("</div>");
         out
     }
 
@@ -346,7 +463,11 @@ impl RecoveryModel {
             message: v.record.message().map(str::to_owned),
         };
         let events = self.instance_events.get(&i).map_or(&[][..], Vec::as_slice);
-        let line = timeline(&record, &self.steps(v), events);
+        let steps = self
+            .steps
+            .get(&v.instance_id)
+            .map_or(&[][..], Vec::as_slice);
+        let line = timeline(&record, steps, events);
         let mut out = Html::new();
         out.raw("<tr id=\"")
             .text(&row_id(&v.id))
@@ -393,12 +514,18 @@ impl RecoveryModel {
         out
     }
 
+    /// The element id of run event `i`'s row (by its sequence, the same
+    /// on every page and stream).
+    pub fn run_event_id(&self, i: usize) -> String {
+        format!("e-{}", self.run_events[i].sequence)
+    }
+
     /// The row of run event `i`.
     pub fn run_event_row(&self, i: usize) -> Html {
         let e = &self.run_events[i];
         let mut out = Html::new();
-        out.raw("<tr id=\"e-")
-            .num(i)
+        out.raw("<tr id=\"")
+            .text(&self.run_event_id(i))
             .raw("\"><td>")
             .time(e.time)
             .raw("</td><td>")
@@ -422,8 +549,15 @@ pub async fn load(console: &Console, id: NotificationId) -> Result<RecoveryModel
     let api = console.api();
     let (notification, progress) = api.get_notification(id).await?;
     let vmoves = reads::vmoves(api, id).await?;
+    let steps = reads::steps(api, id).await?;
     let trace_id = api.trace_id(id).await?;
-    Ok(RecoveryModel::new(notification, progress, vmoves, trace_id))
+    Ok(RecoveryModel::new(
+        notification,
+        progress,
+        vmoves,
+        steps,
+        trace_id,
+    ))
 }
 
 /// `GET /console/notifications/{id}`.
@@ -443,9 +577,9 @@ pub async fn page(
     body.raw("<h1>Recovery of ")
         .text(&model.notification.hostname)
         .raw("</h1><div id=\"live\" data-live=\"")
-        .text(&live_url(
-            &format!("/console/live/notifications/{id}"),
-            &live,
+        .text(&format!(
+            "/console/live/notifications/{id}?since={}",
+            model.since().encode()
         ))
         .raw("\">")
         .html(&live)

@@ -67,12 +67,16 @@
     }
   }
 
-  function measure(sentAt) {
+  // `applied`: milliseconds spent changing the page; `ops`: how many
+  // elements changed.
+  function measure(sentAt, applied, ops) {
     window.requestAnimationFrame(function () {
       if (!window.performance || !performance.mark) {
         return;
       }
-      performance.mark("console-update", { detail: { latency: Date.now() - sentAt } });
+      performance.mark("console-update", {
+        detail: { latency: Date.now() - sentAt, applied: applied, ops: ops }
+      });
       if (performance.getEntriesByName("console-update").length > 2000) {
         performance.clearMarks("console-update");
       }
@@ -118,16 +122,18 @@
     });
     source.addEventListener("snapshot", function (event) {
       var data = JSON.parse(event.data);
+      var start = performance.now();
       var index = focusIndex(live);
       live.innerHTML = data.html;
       refocus(live, index);
-      measure(data.sent_at);
+      measure(data.sent_at, performance.now() - start, -1);
       say("Live");
     });
     source.addEventListener("patch", function (event) {
       var data = JSON.parse(event.data);
+      var start = performance.now();
       apply(data.ops);
-      measure(data.sent_at);
+      measure(data.sent_at, performance.now() - start, data.ops.length);
     });
     source.addEventListener("end", function () {
       ended = true;

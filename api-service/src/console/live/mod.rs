@@ -123,16 +123,20 @@ impl Sender {
     /// `snapshot`, or `fresh` when the page shows it already (`stamp`).
     pub async fn first(&self, live: &Html, stamp: Option<&str>) -> bool {
         if stamp == Some(super::stamp(live).as_str()) {
-            return self
-                .send(
-                    Event::default()
-                        .event("fresh")
-                        .data("{}")
-                        .retry(RECONNECT_AFTER),
-                )
-                .await;
+            return self.fresh().await;
         }
         self.snapshot(live).await
+    }
+
+    /// `fresh`: the page is current.
+    pub async fn fresh(&self) -> bool {
+        self.send(
+            Event::default()
+                .event("fresh")
+                .data("{}")
+                .retry(RECONNECT_AFTER),
+        )
+        .await
     }
 
     pub async fn snapshot(&self, live: &Html) -> bool {
@@ -158,7 +162,11 @@ impl Sender {
             sent_at: self.now_ms(),
             ops,
         };
-        match Event::default().event("patch").json_data(data) {
+        match Event::default()
+            .event("patch")
+            .retry(RECONNECT_AFTER)
+            .json_data(data)
+        {
             Ok(event) => self.send(event).await,
             Err(_) => false,
         }

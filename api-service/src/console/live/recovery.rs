@@ -18,7 +18,8 @@ use super::{Op, Sender, admit, open, sleep_until};
 use crate::auth::Operation;
 use crate::console::Console;
 use crate::console::error::ConsoleError;
-use crate::console::recovery::{OPERATIONS, RecoveryModel, Touched, notification_id};
+use crate::console::reads;
+use crate::console::recovery::{OPERATIONS, RecoveryModel, Since, Touched, notification_id};
 use crate::console::session::{ClientAddr, Viewer};
 use crate::grpc::WatchSlot;
 use crate::service::{Error, WatchUpdate};
@@ -26,7 +27,9 @@ use crate::service::{Error, WatchUpdate};
 /// How long changes are gathered before they are sent together.
 pub const GATHER: Duration = Duration::from_millis(100);
 
-/// `GET /console/live/notifications/{id}?stamp=...`.
+/// `GET /console/live/notifications/{id}?since=...` (`recovery::Since`:
+/// where the page stands; the first event is a patch of what changed
+/// since, or `fresh`; without it, a snapshot).
 pub async fn stream(
     State(console): State<Console>,
     Path(raw): Path<String>,
@@ -41,16 +44,17 @@ pub async fn stream(
     let updates = console.api().watch_notification(id).await?;
     let trace_id = console.api().trace_id(id).await?;
     let (response, sender) = open(&console);
-    let stamp = query.get("stamp").cloned();
+    let since = query.get("since").and_then(|s| Since::decode(s));
     tokio::spawn(async move {
         let task = Follow {
             console,
             viewer,
+            id,
             trace_id,
             sender,
             _slot: slot,
         };
-        task.run(updates, stamp.as_deref()).await;
+        task.run(updates, since).await;
     });
     Ok(response)
 }
@@ -58,6 +62,7 @@ pub async fn stream(
 struct Follow {
     console: Console,
     viewer: Viewer,
+    id: crate::domain::NotificationId,
     trace_id: Option<String>,
     sender: Sender,
     /// Given back when the stream ends.
@@ -68,7 +73,7 @@ impl Follow {
     async fn run(
         self,
         mut updates: mpsc::Receiver<Result<WatchUpdate, Error>>,
-        stamp: Option<&str>,
+        since: Option<Since>,
     ) {
         let Some(Ok(WatchUpdate::Snapshot {
             notification,
@@ -78,13 +83,37 @@ impl Follow {
         else {
             return;
         };
-        let mut model = RecoveryModel::new(notification, progress, vmoves, self.trace_id.clone());
+        let steps = match reads::steps(self.console.api(), self.id).await {
+            Ok(steps) => steps,
+            Err(err) => {
+                tracing::info!(notification_id = %self.id, error = %err, "console stream ended");
+                return;
+            }
+        };
+        let mut model =
+            RecoveryModel::new(notification, progress, vmoves, steps, self.trace_id.clone());
         let link = self.console.trace_link(self.trace_id.as_deref());
-        if !self
-            .sender
-            .first(&model.live_region(&self.viewer, link.as_deref()), stamp)
-            .await
-        {
+        let first = match since {
+            Some(since) => {
+                let touched = model.touched_since(&since);
+                if touched.is_empty() {
+                    self.sender.fresh().await
+                } else {
+                    self.sender
+                        .patch(&ops(&model, &touched, &self.viewer, link.as_deref()))
+                        .await
+                }
+            }
+            None => {
+                self.sender
+                    .snapshot(&model.live_region(&self.viewer, link.as_deref()))
+                    .await
+            }
+        };
+        if !first || model.notification.status().is_terminal() {
+            if first {
+                self.sender.end().await;
+            }
             return;
         }
         let draining = self.console.draining();
@@ -150,13 +179,13 @@ pub fn ops(
     if touched.counts {
         ops.push(Op::replace("n-counts".to_owned(), model.counts()));
     }
-    for &i in touched.rows.difference(&touched.new_rows) {
-        ops.push(Op::replace(model.row_id(i), model.row(i)));
+    if touched.failures {
+        ops.push(Op::replace("n-failures".to_owned(), model.failures()));
     }
     if !touched.new_rows.is_empty() {
         ops.push(Op::remove("instances-none"));
     }
-    for &i in &touched.new_rows {
+    for &i in touched.rows.union(&touched.new_rows) {
         ops.push(Op::upsert(
             model.row_id(i),
             model.row(i),
@@ -166,7 +195,7 @@ pub fn ops(
     }
     for &i in &touched.run_events {
         ops.push(Op::upsert(
-            format!("e-{i}"),
+            model.run_event_id(i),
             model.run_event_row(i),
             "events-body",
             "end",

@@ -54,9 +54,14 @@ async fn watch_long_tasks(browser: &Browser) {
 async fn update_figures(browser: &Browser) -> Value {
     browser
         .execute(
-            "var l = performance.getEntriesByName('console-update').map(function (m) { return m.detail.latency; }).sort(function (a, b) { return a - b; });\
-             function q(p) { return l.length ? l[Math.min(l.length - 1, Math.floor(p * l.length))] : null; }\
-             return {updates: l.length, p50_ms: q(0.5), p95_ms: q(0.95), p99_ms: q(0.99), max_ms: l.length ? l[l.length - 1] : null,\
+            "var marks = performance.getEntriesByName('console-update');\
+             function sorted(f) { return marks.map(f).sort(function (a, b) { return a - b; }); }\
+             var l = sorted(function (m) { return m.detail.latency; });\
+             var a = sorted(function (m) { return m.detail.applied; });\
+             var ops = marks.reduce(function (n, m) { return n + Math.max(0, m.detail.ops); }, 0);\
+             function q(v, p) { return v.length ? v[Math.min(v.length - 1, Math.floor(p * v.length))] : null; }\
+             return {updates: l.length, elements_changed: ops, p50_ms: q(l, 0.5), p95_ms: q(l, 0.95), p99_ms: q(l, 0.99), max_ms: q(l, 1),\
+               applied_p50_ms: q(a, 0.5), applied_max_ms: q(a, 1),\
                long_tasks: (window.__long || []).length, longest_task_ms: Math.max.apply(null, [0].concat(window.__long || []))};",
             vec![],
         )
