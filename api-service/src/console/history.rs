@@ -272,7 +272,7 @@ mod tests {
             ("page", ""),
         ])
         .unwrap();
-        assert_eq!(q.status, Some(NotificationStatus::Failed));
+        assert_eq!(q.status.map(NotificationStatus::as_str), Some("failed"));
         assert_eq!(q.notification_type, Some(NotificationType::ComputeHost));
         assert_eq!(q.host.as_deref(), Some("compute-01"));
         assert_eq!(q.since.unwrap().to_rfc3339(), "2026-12-05T00:00:00+00:00");

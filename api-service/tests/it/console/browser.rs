@@ -96,6 +96,7 @@ async fn an_operator_signs_in_once_with_a_token() {
     // Signed in once: another page needs no token.
     browser.goto(&system.url("/history")).await;
     assert_eq!(browser.text("h1").await, "History");
+    browser.screenshot("history").await;
     browser.quit().await;
 }
 
