@@ -16,7 +16,7 @@ use crate::client::{self, ApiClient};
 use crate::config::{HostDriver, Settings};
 use crate::delivery::Delivery;
 use crate::fence::{self, Device};
-use crate::host::heartbeat::{HeartbeatDetector, PeerAddresses};
+use crate::host::heartbeat::{HeartbeatDetector, PeerAddresses, ReplayGuard};
 use crate::host::kubernetes::KubernetesDetector;
 use crate::host::membership::Membership;
 use crate::host::pacemaker::PacemakerDetector;
@@ -39,6 +39,8 @@ pub enum Error {
     Process(#[from] process::Error),
     #[error(transparent)]
     Credentials(#[from] crate::credentials::Error),
+    #[error(transparent)]
+    Settings(#[from] crate::config::Error),
 }
 
 /// A running agent.
@@ -52,6 +54,9 @@ pub struct Agent {
 impl Agent {
     /// Starts every monitor the settings turn on.
     pub async fn start(settings: Settings) -> Result<Self, Error> {
+        // The binary's settings were checked when loaded; settings built in
+        // code (the demo) are checked here, so that none runs unsafe.
+        settings.validate()?;
         // One crypto provider for reqwest and tonic (ring, as sqlx uses).
         crate::install_crypto_provider();
         let me = settings.hostname();
@@ -116,13 +121,27 @@ impl Agent {
                 );
                 tracing::info!(peers = ?peers.iter().map(|p| &p.name).collect::<Vec<_>>(), detect_after = ?settings.host.detect_after, "heartbeat membership");
                 let key = crate::credentials::read("host.heartbeat.key", &hb.key)?;
+                if key.is_none() {
+                    tracing::error!(
+                        "host.heartbeat.insecure_unsigned: heartbeats are not signed, anyone who can send UDP to this agent can vote a host failed or keep a dead one alive"
+                    );
+                }
+                let state_file = hb
+                    .state_file
+                    .clone()
+                    .unwrap_or_else(|| settings.spool.path.with_file_name("heartbeats.json"));
+                let listen = hb.listen.ok_or_else(|| crate::config::Error::Invalid {
+                    setting: "host.heartbeat.listen".to_owned(),
+                    message: "must be set".to_owned(),
+                })?;
                 let detector = HeartbeatDetector::bind(
                     membership,
-                    hb.listen,
+                    listen,
                     hb.second_listen,
                     peers,
                     hb.interval,
                     key,
+                    ReplayGuard::new(hb.max_clock_skew, Some(state_file)),
                 )
                 .await?;
                 heartbeat_addrs = detector.local_addrs();

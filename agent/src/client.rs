@@ -287,10 +287,7 @@ fn to_request(report: &Report) -> pb::CreateNotificationRequest {
     pb::CreateNotificationRequest {
         r#type: kind as i32,
         hostname: report.hostname.clone(),
-        generated_time: Some(prost_types::Timestamp {
-            seconds: report.generated_time.timestamp(),
-            nanos: report.generated_time.timestamp_subsec_nanos() as i32,
-        }),
+        generated_time: Some(instanceha_proto::time::timestamp(report.generated_time)),
         payload: report
             .payload
             .iter()

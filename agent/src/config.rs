@@ -6,12 +6,17 @@
 //! environment variable that holds them.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod heartbeat;
+
+use heartbeat::validate_heartbeat;
+pub use heartbeat::{HeartbeatSettings, PeerSettings};
+
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
+use instanceha_runtime::connections::ConnectionSettings;
 use instanceha_runtime::environment::SettingsEnvironment;
 use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use instanceha_runtime::tls::ClientTlsSettings;
@@ -35,6 +40,8 @@ pub struct Settings {
     pub instance: InstanceSettings,
     pub log: LogSettings,
     pub telemetry: TelemetrySettings,
+    /// The connection budget of the metrics port.
+    pub connections: ConnectionSettings,
 }
 
 /// `[api]`: how to reach `instanceha-api`.
@@ -141,62 +148,6 @@ impl Default for HostSettings {
             kubernetes: KubernetesSettings::default(),
         }
     }
-}
-
-/// `[host.heartbeat]`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HeartbeatSettings {
-    /// The UDP address heartbeats are received on (the management
-    /// network).
-    pub listen: SocketAddr,
-    /// A second network's UDP address: a peer is heard if either network
-    /// carries its heartbeats.
-    pub second_listen: Option<SocketAddr>,
-    /// How often a heartbeat is sent to every peer.
-    #[serde(with = "humantime_serde")]
-    pub interval: Duration,
-    /// The failover segment's name: heartbeats of another segment are
-    /// ignored, and without `peers` the members are the segment's hosts
-    /// in the API.
-    pub segment: String,
-    /// The segment's other agents. Empty: the hosts of `segment` in the
-    /// API, at `HOSTNAME:peer_port`.
-    pub peers: Vec<PeerSettings>,
-    /// The heartbeat port of peers taken from the API.
-    pub peer_port: u16,
-    /// A key shared by the segment's agents (file or environment): every
-    /// heartbeat carries its HMAC-SHA256, and heartbeats without a valid
-    /// one are dropped. Without it, anyone who can send UDP to the
-    /// agents could vote a host failed, or keep a dead one alive.
-    pub key: CredentialSource,
-}
-
-impl Default for HeartbeatSettings {
-    fn default() -> Self {
-        Self {
-            listen: SocketAddr::from(([0, 0, 0, 0], 15871)),
-            second_listen: None,
-            interval: Duration::from_secs(1),
-            segment: String::new(),
-            peers: Vec::new(),
-            peer_port: 15871,
-            key: CredentialSource::default(),
-        }
-    }
-}
-
-/// `[[host.heartbeat.peers]]`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PeerSettings {
-    /// The peer's host name, as registered in the API.
-    pub name: String,
-    /// `HOST:PORT` of its heartbeat listener.
-    pub address: String,
-    /// `HOST:PORT` on the second network.
-    #[serde(default)]
-    pub second_address: Option<String>,
 }
 
 /// `[host.pacemaker]`
@@ -475,6 +426,7 @@ impl Settings {
                     ),
                 ));
             }
+            validate_heartbeat(hb, self.host.detect_after)?;
             if hb.peers.is_empty() && hb.segment.is_empty() {
                 return Err(invalid(
                     "host.heartbeat.peers",
@@ -555,6 +507,7 @@ mod tests {
         [host.heartbeat]
         listen = "127.0.0.1:15871"
         segment = "segment-a"
+        key = { file = "/etc/instanceha-agent/heartbeat-key" }
         [[host.heartbeat.peers]]
         name = "compute-02"
         address = "127.0.0.1:15872"
@@ -607,12 +560,54 @@ mod tests {
     }
 
     #[test]
+    fn heartbeats_need_a_key_and_a_named_address() {
+        let err = Settings::from_toml(&EXAMPLE.replace(
+            "key = { file = \"/etc/instanceha-agent/heartbeat-key\" }",
+            "",
+        ))
+        .unwrap_err();
+        assert!(err.to_string().starts_with("host.heartbeat.key"), "{err}");
+        let unsigned = EXAMPLE.replace(
+            "key = { file = \"/etc/instanceha-agent/heartbeat-key\" }",
+            "insecure_unsigned = true",
+        );
+        Settings::from_toml(&unsigned).expect("an explicit insecure setting");
+        let err =
+            Settings::from_toml(&EXAMPLE.replace("127.0.0.1:15871", "0.0.0.0:15871")).unwrap_err();
+        assert!(
+            err.to_string().starts_with("host.heartbeat.listen"),
+            "{err}"
+        );
+        let err =
+            Settings::from_toml(&EXAMPLE.replace("listen = \"127.0.0.1:15871\"", "")).unwrap_err();
+        assert!(
+            err.to_string().starts_with("host.heartbeat.listen"),
+            "{err}"
+        );
+        let err = Settings::from_toml(&format!(
+            "{}\nmax_clock_skew = \"7s\"\n",
+            EXAMPLE.split("[[host.heartbeat.peers]]").next().unwrap()
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("host.heartbeat.max_clock_skew"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_shipped_configurations_load() {
         for (name, text) in [
             ("example", include_str!("../instanceha-agent.example.toml")),
+            // The DaemonSet gives the node's address from the downward API
+            // (INSTANCEHA_AGENT_HOST__HEARTBEAT__LISTEN).
             (
                 "daemonset",
-                include_str!("../../deploy/kubernetes/agent/config/instanceha-agent.toml"),
+                &include_str!("../../deploy/kubernetes/agent/config/instanceha-agent.toml")
+                    .replace(
+                        "[host.heartbeat]\n",
+                        "[host.heartbeat]\nlisten = \"192.0.2.10:15871\"\n",
+                    ),
             ),
             (
                 "systemd",

@@ -58,8 +58,10 @@ async fn run(cli: Cli, settings: Settings) -> ExitCode {
     for name in config::environment().ignored_variables() {
         tracing::warn!(variable = %name, "environment variable names no setting: ignored");
     }
+    let budget =
+        instanceha_runtime::connections::ConnectionBudget::for_process(&settings.connections);
     if let Some(addr) = settings.telemetry.prometheus_listen
-        && let Err(e) = telemetry.serve_prometheus(addr).await
+        && let Err(e) = telemetry.serve_prometheus(addr, &budget).await
     {
         tracing::error!(%addr, error = %e, "cannot serve metrics");
         return ExitCode::from(2);

@@ -81,9 +81,9 @@ impl Spool {
             path: path.display().to_string(),
             message,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| open_error(e.to_string()))?;
-        }
+        // 0600 in a 0700 directory whatever the umask: reports name hosts
+        // and instances.
+        instanceha_runtime::private::ensure_file(path).map_err(|e| open_error(e.to_string()))?;
         let db = Database::create(path).map_err(|e| open_error(e.to_string()))?;
         let txn = db.begin_write().map_err(db_err)?;
         {

@@ -1,5 +1,6 @@
-//! The change feed: every persisted change to a notification, a vmove or a
-//! progress event, published after its transaction commits. The dispatcher
+//! The change feed: every persisted change to a notification, a vmove, a
+//! progress event or an instance's timeline, published after its
+//! transaction commits. The dispatcher
 //! listens for new notifications; watchers follow one notification.
 //!
 //! A broadcast channel: publishing never waits, so a slow listener cannot
@@ -10,7 +11,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use crate::domain::{Notification, NotificationId, ProgressEvent, VMove};
+use crate::domain::{InstanceStep, Notification, NotificationId, ProgressEvent, VMove};
 
 /// One persisted change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub enum Change {
         notification_id: NotificationId,
         event: ProgressEvent,
     },
+    /// An instance entered a step of its recovery.
+    Step(InstanceStep),
 }
 
 impl Change {
@@ -34,6 +37,7 @@ impl Change {
             Self::Progress {
                 notification_id, ..
             } => *notification_id,
+            Self::Step(step) => step.notification_id,
         }
     }
 }

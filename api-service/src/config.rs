@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use instanceha_runtime::connections::ConnectionSettings;
 use instanceha_runtime::environment::{self, LoadError, SettingsEnvironment};
 use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use serde::{Deserialize, Serialize};
@@ -42,7 +43,15 @@ pub struct Settings {
     /// client CA, the REST listener.
     pub tls: ServerTlsSettings,
     pub limits: LimitSettings,
+    /// The connection budget of every port (gRPC, REST, metrics).
+    pub connections: ConnectionSettings,
     pub shutdown: ShutdownSettings,
+    /// Where the API finds the engine link's token when
+    /// `dispatch.engine_token_file` is not set (`STATE_DIR/link-token`,
+    /// made on first start by whichever of the API and the engine starts
+    /// first). Default: `$STATE_DIRECTORY`, `$XDG_STATE_HOME/instanceha`,
+    /// `~/.local/state/instanceha` or `/var/lib/instanceha`.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -59,7 +68,9 @@ impl Default for Settings {
             telemetry: TelemetrySettings::default(),
             tls: ServerTlsSettings::default(),
             limits: LimitSettings::default(),
+            connections: ConnectionSettings::default(),
             shutdown: ShutdownSettings::default(),
+            state_dir: None,
         }
     }
 }
@@ -203,12 +214,53 @@ impl Settings {
                 "limits.request_timeout: must be more than 0".to_owned(),
             ));
         }
+        self.connections
+            .validate("connections")
+            .map_err(Error::Invalid)?;
+        if let Some((listener, addr)) = self.open_beyond_loopback() {
+            return Err(Error::Invalid(format!(
+                "auth.mode = \"none\" makes every caller admin, and {listener} listens on {addr}, reachable beyond this machine: use auth.mode = \"keystone\" or \"static\", or listen on loopback (127.0.0.1 or ::1)"
+            )));
+        }
+        if let Some(url) = &self.rest.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(Error::Invalid(format!(
+                "rest.public_url: {url:?} is not an http:// or https:// URL"
+            )));
+        }
         if self.database.max_connections == 0 {
             return Err(Error::Invalid(
                 "database.max_connections: must be at least 1".to_owned(),
             ));
         }
         Ok(())
+    }
+}
+
+impl Settings {
+    /// A listener (`listen`, `rest.listen`) beyond loopback while
+    /// authentication is off: refused, as the engine refuses an
+    /// unauthenticated link beyond loopback.
+    pub fn open_beyond_loopback(&self) -> Option<(&'static str, SocketAddr)> {
+        if self.auth.mode != crate::auth::AuthMode::None {
+            return None;
+        }
+        std::iter::once(("listen", self.listen))
+            .chain(
+                self.rest
+                    .enabled
+                    .then_some(("rest.listen", self.rest.listen)),
+            )
+            .find(|(_, addr)| !addr.ip().is_loopback())
+    }
+
+    /// The engine link's token file: `dispatch.engine_token_file`, else
+    /// `link-token` in the state directory.
+    pub fn engine_token_file(&self) -> PathBuf {
+        self.dispatch.engine_token_file.clone().unwrap_or_else(|| {
+            instanceha_runtime::state::link_token_file(self.state_dir.as_deref())
+        })
     }
 }
 
@@ -261,6 +313,25 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         Settings::default().validate().unwrap();
+    }
+
+    #[test]
+    fn no_authentication_is_refused_beyond_loopback() {
+        let mut settings = Settings::default();
+        settings.auth.mode = crate::auth::AuthMode::None;
+        settings.validate().expect("on loopback it is allowed");
+        settings.listen = "0.0.0.0:15869".parse().unwrap();
+        let err = settings.validate().unwrap_err().to_string();
+        assert!(err.contains("auth.mode") && err.contains("listen"), "{err}");
+        settings.listen = "[::1]:15869".parse().unwrap();
+        settings.rest.listen = "192.0.2.7:15868".parse().unwrap();
+        let err = settings.validate().unwrap_err().to_string();
+        assert!(err.contains("rest.listen"), "{err}");
+        settings.rest.enabled = false;
+        settings.validate().expect("REST off, gRPC on loopback");
+        settings.auth.mode = crate::auth::AuthMode::Static;
+        settings.rest.enabled = true;
+        assert!(settings.open_beyond_loopback().is_none());
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //!
 //! * [`auth`]: authentication and the roles' permissions, for every transport.
 //! * [`domain`]: plain Rust types and their validation.
-//! * [`status`]: the status rules (state machines, final status).
+//! * [`status`]: the state machines of notifications and vmoves, and the
+//!   run ledger (what a run's events change).
+//! * [`lifecycle`]: the run lifecycle: every rule of when a run starts,
+//!   retries, expires or ends, and what a report becomes, as pure functions.
 //! * [`store`]: the database; the only module that uses sea-orm.
 //! * [`service`]: every API operation and its rules, over the store.
 //! * [`changes`]: the feed of persisted changes.
@@ -24,6 +27,7 @@ pub mod console;
 pub mod dispatch;
 pub mod domain;
 pub mod grpc;
+pub mod lifecycle;
 pub mod metrics;
 pub mod rate_limit;
 pub mod rest;

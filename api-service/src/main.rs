@@ -76,12 +76,6 @@ fn main() -> ExitCode {
         for variable in instanceha_api::config::ignored_variables() {
             tracing::warn!(%variable, "ignored environment variable: it names no setting");
         }
-        if let Some(addr) = settings.telemetry.prometheus_listen
-            && let Err(e) = telemetry.serve_prometheus(addr).await
-        {
-            eprintln!("instanceha-api: cannot serve metrics on {addr}: {e}");
-            return (ExitCode::FAILURE, Some(telemetry));
-        }
         let server = match Server::bind(&settings).await {
             Ok(server) => server,
             Err(e) => {
@@ -94,6 +88,12 @@ fn main() -> ExitCode {
                 return (code, Some(telemetry));
             }
         };
+        if let Some(addr) = settings.telemetry.prometheus_listen
+            && let Err(e) = telemetry.serve_prometheus(addr, server.budget()).await
+        {
+            eprintln!("instanceha-api: cannot serve metrics on {addr}: {e}");
+            return (ExitCode::FAILURE, Some(telemetry));
+        }
         println!("instanceha-api listening on {}", server.local_addr());
         let code = match server.run(instanceha_runtime::shutdown::signal()).await {
             Ok(()) => ExitCode::SUCCESS,

@@ -20,6 +20,8 @@ struct Instruments {
     runs: Counter<u64>,
     locks_left: Counter<u64>,
     locks_held: Gauge<u64>,
+    hosts_held: Gauge<u64>,
+    holds: Counter<u64>,
 }
 
 const SECONDS: [f64; 14] = [
@@ -72,6 +74,16 @@ fn instruments() -> &'static Instruments {
             locks_held: meter
                 .u64_gauge("instanceha_locks_held")
                 .with_description("Instance locks ended notifications hold right now")
+                .build(),
+            hosts_held: meter
+                .u64_gauge("instanceha_hosts_held")
+                .with_description(
+                    "Hosts held out of service for flapping (on maintenance until an operator clears it)",
+                )
+                .build(),
+            holds: meter
+                .u64_counter("instanceha_host_holds")
+                .with_description("Times the flapping guard held a host out of service")
                 .build(),
         }
     })
@@ -142,4 +154,14 @@ pub fn locks_left(count: usize) {
 /// Ended notifications hold `count` instance locks now.
 pub fn locks_held(count: u64) {
     instruments().locks_held.record(count, &[]);
+}
+
+/// `count` hosts are held out of service for flapping right now.
+pub fn hosts_held(count: u64) {
+    instruments().hosts_held.record(count, &[]);
+}
+
+/// The flapping guard held a host.
+pub fn host_held() {
+    instruments().holds.add(1, &[]);
 }

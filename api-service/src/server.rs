@@ -6,7 +6,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use instanceha_runtime::listen::{TlsListener, without_nagle};
+use instanceha_runtime::connections::{ConnectionBudget, ServedLayer};
+use instanceha_runtime::listen::{PlainListener, TlsListener};
 use instanceha_runtime::shutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -49,6 +50,9 @@ pub enum Error {
 /// database is down (readiness probes use the overall status, "").
 pub const LIVENESS: &str = "liveness";
 
+/// How often the gRPC server pings a connection's client.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+
 /// The service names reported by `grpc.health.v1`.
 const SERVICES: [&str; 4] = [
     "instanceha.v1.SegmentService",
@@ -73,11 +77,21 @@ pub struct Server {
     console: Option<Console>,
     /// How long to go on serving, not ready, after the shutdown signal.
     drain_delay: Duration,
+    /// The connection budget of every port.
+    budget: ConnectionBudget,
 }
 
 impl Server {
     /// Opens (and migrates) the database and binds the listener.
     pub async fn bind(settings: &Settings) -> Result<Self, Error> {
+        // `Settings::load` checks this too; a server built from settings
+        // in code must not skip it.
+        if let Some((listener, addr)) = settings.open_beyond_loopback() {
+            return Err(Error::Config(format!(
+                "auth.mode = \"none\" makes every caller admin, and {listener} listens on {addr}, reachable beyond this machine: use auth.mode = \"keystone\" or \"static\", or listen on loopback"
+            )));
+        }
+        let budget = ConnectionBudget::for_process(&settings.connections);
         // One set of budgets for both APIs, counted once callers are known.
         let limits = &settings.limits;
         let guard = Guard::from_settings(&settings.auth)
@@ -112,42 +126,19 @@ impl Server {
                 source,
             })?;
         let rest = if settings.rest.enabled {
-            let listener = TcpListener::bind(settings.rest.listen)
-                .await
-                .map_err(|source| Error::Bind {
-                    addr: settings.rest.listen,
-                    source,
-                })?;
-            let keystone_uri = (settings.auth.mode == crate::auth::AuthMode::Keystone)
-                .then(|| settings.auth.keystone.auth_url.clone())
-                .flatten();
-            Some((
-                listener,
-                RestState::new(api.clone(), guard.clone(), keystone_uri),
-            ))
+            Some(bind_rest(settings, &api, &guard).await?)
         } else {
             None
         };
-        let console = match &rest {
-            Some((_, state)) if settings.console.enabled => Some(Console::new(
-                api.clone(),
-                guard.clone(),
-                settings.console.clone(),
-                rest_tls.is_some(),
-                grpc::WatchSlots::new(limits.max_watches_per_caller, limits.max_watches),
-                state.draining(),
-            )),
-            _ => None,
-        };
+        let console = rest
+            .as_ref()
+            .and_then(|(_, state)| console_of(settings, &api, &guard, rest_tls.is_some(), state));
         let dispatcher = if settings.dispatch.enabled {
             let listen = listener.local_addr().map_err(|source| Error::Bind {
                 addr: settings.listen,
                 source,
             })?;
-            Some(
-                Dispatcher::new(api.clone(), settings.dispatch.clone(), listen)
-                    .map_err(Error::Config)?,
-            )
+            Some(dispatcher(settings, &api, listen)?)
         } else {
             tracing::warn!("dispatch is disabled: notifications are stored but not recovered");
             None
@@ -163,7 +154,13 @@ impl Server {
             rest_tls,
             console,
             drain_delay: settings.shutdown.drain_delay,
+            budget,
         })
+    }
+
+    /// The connection budget of its ports (the metrics port's too).
+    pub fn budget(&self) -> &ConnectionBudget {
+        &self.budget
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -219,41 +216,18 @@ impl Server {
         let stop_rest = CancellationToken::new();
         let rest_draining = self.rest.as_ref().map(|(_, state)| state.draining());
         let rest_tls = self.rest_tls;
+        let rest_budget = self.budget.clone();
         let console = self.console;
         let rest_server = self.rest.map(|(listener, state)| {
-            if let Ok(addr) = listener.local_addr() {
-                tracing::info!(%addr, tls = rest_tls.is_some(), "masakari-compatible rest api listening");
-            }
-            let stop = stop_rest.clone();
-            tokio::spawn(async move {
-                let app = match console {
-                    Some(console) => rest::router(state, rest_limits).merge(console::router(console)),
-                    None => rest::router(state, rest_limits),
-                }
-                .into_make_service_with_connect_info::<SocketAddr>();
-                match rest_tls {
-                    Some(tls) => {
-                        // Nagle off inside; the tap only gives axum the
-                        // peer's address.
-                        let listener = axum::serve::ListenerExt::tap_io(
-                            TlsListener::new(listener, tls)?,
-                            |_| {},
-                        );
-                        axum::serve(listener, app)
-                            .with_graceful_shutdown(stop.cancelled_owned())
-                            .await
-                    }
-                    None => {
-                        // Nagle off, as on the gRPC port (see `without_nagle`).
-                        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                            let _ = tcp.set_nodelay(true);
-                        });
-                        axum::serve(listener, app)
-                            .with_graceful_shutdown(stop.cancelled_owned())
-                            .await
-                    }
-                }
-            })
+            tokio::spawn(serve_rest(
+                listener,
+                state,
+                console,
+                rest_limits,
+                rest_tls,
+                rest_budget,
+                stop_rest.clone(),
+            ))
         });
         tracing::info!(%addr, "instanceha-api listening");
         let mut builder = tonic::transport::Server::builder();
@@ -265,11 +239,16 @@ impl Server {
         let result = builder
             .timeout(self.limits.request_timeout)
             .http2_max_header_list_size(grpc::MAX_HEADER_LIST_BYTES)
+            // Pings well within `connections.idle_timeout`: a live client
+            // answers them, so only a dead or silent one is idle.
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+            .layer(ServedLayer::new(self.budget.clone()))
             .layer(TraceLayer)
             .layer(SizeLayer)
             .layer(GuardLayer::new(self.guard))
             .add_routes(routes)
-            .serve_with_incoming_shutdown(without_nagle(self.listener), async {
+            .serve_with_incoming_shutdown(self.budget.incoming(self.listener), async {
                 shutdown.await;
                 // Not ready from now on, whatever the database says.
                 database_check.abort();
@@ -304,6 +283,110 @@ impl Server {
         tracing::info!("instanceha-api stopped");
         Ok(())
     }
+}
+
+/// Serves the REST API on `listener` (over TLS with `tls`), every
+/// connection within `budget`, until `stop`.
+async fn serve_rest(
+    listener: TcpListener,
+    state: RestState,
+    console: Option<Console>,
+    limits: RestLimits,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    budget: ConnectionBudget,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, tls = tls.is_some(), "masakari-compatible rest api listening");
+    }
+    let app = match console {
+        Some(console) => rest::router(state, limits).merge(console::router(console)),
+        None => rest::router(state, limits),
+    }
+    .layer(ServedLayer::new(budget.clone()))
+    .into_make_service_with_connect_info::<SocketAddr>();
+    // Within the budget, Nagle off; the taps only give axum the peer's
+    // address.
+    match tls {
+        Some(tls) => {
+            let listener =
+                axum::serve::ListenerExt::tap_io(TlsListener::new(listener, tls, &budget)?, |_| {});
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        }
+        None => {
+            let listener =
+                axum::serve::ListenerExt::tap_io(PlainListener::new(listener, &budget)?, |_| {});
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        }
+    }
+}
+
+/// The web console on the REST listener whose handlers share `rest`,
+/// when enabled: its streams bounded like the watch streams, ended when
+/// the REST listener drains.
+fn console_of(
+    settings: &Settings,
+    api: &Api,
+    guard: &Guard,
+    tls: bool,
+    rest: &RestState,
+) -> Option<Console> {
+    let limits = &settings.limits;
+    settings.console.enabled.then(|| {
+        Console::new(
+            api.clone(),
+            guard.clone(),
+            settings.console.clone(),
+            tls,
+            grpc::WatchSlots::new(limits.max_watches_per_caller, limits.max_watches),
+            rest.draining(),
+        )
+    })
+}
+
+/// The REST listener, bound, and what its handlers share; its links on
+/// `rest.public_url` or the address it got.
+async fn bind_rest(
+    settings: &Settings,
+    api: &Api,
+    guard: &Guard,
+) -> Result<(TcpListener, RestState), Error> {
+    let bind_error = |source| Error::Bind {
+        addr: settings.rest.listen,
+        source,
+    };
+    let listener = TcpListener::bind(settings.rest.listen)
+        .await
+        .map_err(bind_error)?;
+    let keystone_uri = (settings.auth.mode == crate::auth::AuthMode::Keystone)
+        .then(|| settings.auth.keystone.auth_url.clone())
+        .flatten();
+    let bound = listener.local_addr().map_err(bind_error)?;
+    let base_url = settings.rest.base_url(settings.tls.enabled(), bound);
+    let state = RestState::new(api.clone(), guard.clone(), keystone_uri).with_base_url(base_url);
+    Ok((listener, state))
+}
+
+/// The dispatcher, with the engine link's token: the one configured, else
+/// the state directory's, made on first start if the engine has not yet.
+fn dispatcher(settings: &Settings, api: &Api, listen: SocketAddr) -> Result<Dispatcher, Error> {
+    let token_file = settings.engine_token_file();
+    if settings.dispatch.engine_token_file.is_none() {
+        instanceha_runtime::secret::Secret::read_or_create_file(
+            "dispatch.engine_token_file",
+            &token_file,
+        )
+        .map_err(|e| Error::Config(e.to_string()))?;
+    }
+    let dispatch = crate::dispatch::DispatchSettings {
+        engine_token_file: Some(token_file),
+        ..settings.dispatch.clone()
+    };
+    Dispatcher::new(api.clone(), dispatch, listen).map_err(Error::Config)
 }
 
 /// The listeners (`grpc`, `rest`) that take callers' tokens in plaintext

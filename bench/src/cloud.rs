@@ -71,7 +71,12 @@ impl Cloud {
         let engine_file = dir.path.join("instanceha-engine.toml");
         write(
             &engine_file,
-            &pacing.engine_toml(&control.auth_url(), &dir.log_filter),
+            // The link token made in the run's directory, read by the API.
+            &format!(
+                "state_dir = {:?}\n{}",
+                dir.path,
+                pacing.engine_toml(&control.auth_url(), &dir.log_filter)
+            ),
         )?;
         let mut engine = Service::start(
             "instanceha-engine",
@@ -179,7 +184,11 @@ async fn start_api(
     let api_file = dir.path.join("instanceha-api.toml");
     write(
         &api_file,
-        &pacing.api_toml(&database.url, engine, &dir.log_filter),
+        &format!(
+            "state_dir = {:?}\n{}",
+            dir.path,
+            pacing.api_toml(&database.url, engine, &dir.log_filter)
+        ),
     )?;
     let mut api = Service::start(
         "instanceha-api",

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
+use chrono::SubsecRound as _;
 use instanceha_proto::v1 as pb;
 use pb::host_service_client::HostServiceClient;
 use pb::notification_service_client::NotificationServiceClient;
@@ -359,10 +360,7 @@ fn report(i: usize, hosts: &[String], run_tag: &str) -> pb::CreateNotificationRe
     pb::CreateNotificationRequest {
         r#type: pb::NotificationType::Vm as i32,
         hostname: hosts[i % hosts.len()].clone(),
-        generated_time: Some(prost_types::Timestamp {
-            seconds: now.timestamp(),
-            nanos: now.timestamp_subsec_micros() as i32 * 1000,
-        }),
+        generated_time: Some(instanceha_proto::time::timestamp(now.trunc_subsecs(6))),
         payload: [
             ("instance_uuid", uuid::Uuid::new_v4().to_string()),
             ("vir_domain_event", "STOPPED_FAILED".to_owned()),

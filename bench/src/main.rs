@@ -26,6 +26,7 @@ mod procs;
 mod real;
 mod recovery;
 mod report;
+mod runs;
 mod scenario;
 mod sim;
 mod stats;
@@ -37,14 +38,10 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::cloud::RunDir;
-use crate::db::Backend;
-use crate::intake::IntakeSettings;
-use crate::masakari::intake::MasakariIntakeSettings;
 use crate::masakari::runner::{CloudAccess, Masakari, MasakariSettings};
 use crate::procs::Binaries;
-use crate::recovery::RecoverySettings;
-use crate::report::{Document, Machine, MasakariRecoveryEntry, RecoveryEntry};
+use crate::report::{Document, Machine};
+use crate::runs::Bench;
 use crate::scenario::{NAMED, Scenario, TimingModel};
 
 /// The performance benchmark of instance-ha: recovery time against what
@@ -142,7 +139,7 @@ fn key_value(s: &str) -> Result<(String, String), String> {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Recovery scenarios: one-host-10, one-host-100, one-host-1000,
-    /// hosts-100x50, hosts-100x50-bfv (or one-host-N, hosts-HxN[-bfv][-outageS[@T]]).
+    /// hosts-100x50, hosts-100x50-bfv (or `one-host-N`, `hosts-HxN[-bfv][-outageS[@T]]`).
     Recovery(RecoveryArgs),
     /// Notification intake on SQLite and/or PostgreSQL.
     Intake(IntakeArgs),
@@ -379,15 +376,6 @@ type IntakePlan = (IntakeDb, IntakeTuning);
 /// Runs the command; true if everything completed correctly.
 async fn run(cli: Cli) -> anyhow::Result<bool> {
     let common = &cli.common;
-    let mut document = Document {
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: Machine::read(),
-        recovery: Vec::new(),
-        intake: Vec::new(),
-        masakari_recovery: Vec::new(),
-        masakari_intake: Vec::new(),
-        targets: Vec::new(),
-    };
     let (recovery, intake): (Option<RecoveryPlan>, Option<IntakePlan>) = match &cli.command {
         Command::Recovery(args) => (
             Some((scenarios(&args.scenarios)?, args.tuning.clone())),
@@ -405,54 +393,20 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             stopped,
             masakari,
         } => {
-            let temp = tempfile::Builder::new()
-                .prefix("instanceha-bench-real-")
-                .tempdir()
-                .context("creating the run directory")?;
-            let dir = common
-                .work_dir
-                .clone()
-                .unwrap_or_else(|| temp.path().to_owned())
-                .join("masakari");
-            let report = real::run(&real::RealSettings {
+            let settings = |dir| real::RealSettings {
                 runs: *runs,
                 instances: *instances,
                 bfv: *bfv,
                 stopped: *stopped,
                 ours: masakari.ours(),
                 masakari: masakari.theirs().then(|| (common.masakari(None), dir)),
-            })
-            .await;
-            if common.keep {
-                eprintln!(
-                    "instanceha-bench: run directory kept: {}",
-                    temp.keep().display()
-                );
-            }
-            let report = report?;
-            println!("{}", real::table(&report));
-            if let Some(path) = &common.json {
-                std::fs::write(path, serde_json::to_string_pretty(&report)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-            return Ok(true);
+            };
+            return run_real(common, settings).await;
         }
         Command::Model {
             scenarios: names,
             seed,
-        } => {
-            let names = if names.is_empty() {
-                vec!["all".to_owned()]
-            } else {
-                names.clone()
-            };
-            let timing = TimingModel::default();
-            for s in scenarios(&names)? {
-                let m = masakari::model(&s, &timing, *seed, None);
-                println!("{}: {}", s.name, serde_json::to_string_pretty(&m)?);
-            }
-            return Ok(true);
-        }
+        } => return print_models(names, *seed),
         Command::MasakariServe(_) => (None, None),
     };
 
@@ -462,224 +416,33 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         common.engine_bin.clone(),
         common.api_bin.clone(),
     )?;
-    let temp = match &common.work_dir {
-        Some(_) => None,
-        None => Some(
-            tempfile::Builder::new()
-                .prefix("instanceha-bench-")
-                .tempdir()
-                .context("creating the run directory")?,
-        ),
-    };
-    let root = match (&common.work_dir, &temp) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(temp)) => temp.path().to_owned(),
-        (None, None) => unreachable!("one of them is set"),
-    };
-    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-    let mut all_ok = true;
-
+    let work = WorkDir::create(common)?;
     if let Command::MasakariServe(args) = &cli.command {
-        serve_masakari(common, args, &root).await?;
-        if let Some(temp) = temp
-            && common.keep
-        {
-            eprintln!(
-                "instanceha-bench: run directory kept: {}",
-                temp.keep().display()
-            );
-        }
+        serve_masakari(common, args, &work.root).await?;
+        work.finish(common.keep);
         return Ok(true);
     }
-
+    let bench = Bench {
+        common,
+        binaries: &binaries,
+        root: &work.root,
+    };
+    let mut document = Document {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: Machine::read(),
+        recovery: Vec::new(),
+        intake: Vec::new(),
+        masakari_recovery: Vec::new(),
+        masakari_intake: Vec::new(),
+        targets: Vec::new(),
+    };
+    let mut all_ok = true;
     if let Some((list, tuning)) = recovery {
-        if tuning.speed <= 0.0 {
-            bail!("--speed must be positive");
-        }
-        let backend = match tuning.database {
-            Db::Sqlite => Backend::Sqlite,
-            Db::Postgres => Backend::Postgres {
-                admin_url: common.postgres_url.clone(),
-            },
-        };
-        for scenario in list {
-            for round in 1..=tuning.repeat.max(1) {
-                if tuning.masakari.theirs() {
-                    let dir = RunDir {
-                        path: root.join(format!("{}-{round}-masakari", scenario.name)),
-                        log_filter: common.log_filter.clone(),
-                        engine_env: Vec::new(),
-                        api_env: Vec::new(),
-                    };
-                    std::fs::create_dir_all(&dir.path)?;
-                    eprintln!(
-                        "instanceha-bench: recovery {} by Masakari (run {round}, speed 1), in {}",
-                        scenario.name,
-                        dir.path.display()
-                    );
-                    let timing = TimingModel::default();
-                    let measured = masakari::recovery::run(
-                        &binaries,
-                        &dir,
-                        &common.masakari(None),
-                        &scenario,
-                        &timing,
-                        tuning.seed,
-                        tuning.timeout.map(Duration::from_secs),
-                    )
-                    .await?;
-                    eprintln!(
-                        "instanceha-bench: {} by Masakari {}: wall {:.1} s, {} of {} recovered, notifications {:?}",
-                        scenario.name,
-                        measured.masakari_version,
-                        measured.recovery_wall_secs,
-                        measured.recovered,
-                        measured.instances,
-                        measured.notification_statuses
-                    );
-                    let model = masakari::model(
-                        &scenario,
-                        &timing,
-                        tuning.seed,
-                        measured.ideal_makespan_secs,
-                    );
-                    document
-                        .masakari_recovery
-                        .push(MasakariRecoveryEntry { measured, model });
-                }
-                if !tuning.masakari.ours() {
-                    continue;
-                }
-                let dir = RunDir {
-                    path: root.join(format!("{}-{round}", scenario.name)),
-                    log_filter: common.log_filter.clone(),
-                    engine_env: common.engine_env.clone(),
-                    api_env: common.api_env.clone(),
-                };
-                std::fs::create_dir_all(&dir.path)?;
-                eprintln!(
-                    "instanceha-bench: recovery {} (run {round}, speed {}, {}), in {}",
-                    scenario.name,
-                    tuning.speed,
-                    backend.name(),
-                    dir.path.display()
-                );
-                let options = RecoverySettings {
-                    scenario: scenario.clone(),
-                    timing: TimingModel::default(),
-                    speed: tuning.speed,
-                    seed: tuning.seed,
-                    backend: backend.clone(),
-                    timeout: tuning.timeout.map(Duration::from_secs),
-                };
-                let measured = recovery::run(&binaries, &dir, &options).await?;
-                all_ok &= measured.ok();
-                let model = masakari::model(
-                    &scenario,
-                    &options.timing,
-                    tuning.seed,
-                    measured.ideal_makespan_secs,
-                );
-                eprintln!(
-                    "instanceha-bench: {}: wall {:.1} s, ideal {:.1} s, ratio {}, {} problem(s)",
-                    scenario.name,
-                    measured.recovery_wall_secs,
-                    measured.ideal_makespan_secs.unwrap_or(f64::NAN),
-                    measured
-                        .ratio_to_ideal
-                        .map(|r| format!("{r:.3}"))
-                        .unwrap_or_else(|| "-".into()),
-                    measured.problems.len()
-                );
-                if let Some(struck) = measured.outage_calls_struck {
-                    eprintln!(
-                        "instanceha-bench: {}: the nova-api outage answered {struck} call(s) 503",
-                        scenario.name
-                    );
-                }
-                document.recovery.push(RecoveryEntry {
-                    measured,
-                    masakari_model: model,
-                });
-            }
-        }
+        all_ok &= bench.recoveries(list, &tuning, &mut document).await?;
     }
-
     if let Some((which, tuning)) = intake {
-        if tuning.masakari.theirs() {
-            let dir = RunDir {
-                path: root.join("intake-masakari"),
-                log_filter: common.log_filter.clone(),
-                engine_env: Vec::new(),
-                api_env: Vec::new(),
-            };
-            std::fs::create_dir_all(&dir.path)?;
-            eprintln!(
-                "instanceha-bench: intake by Masakari ({} reports, {} clients), in {}",
-                tuning.masakari_count,
-                tuning.concurrency,
-                dir.path.display()
-            );
-            let options = MasakariIntakeSettings {
-                count: tuning.masakari_count,
-                warmup: tuning.masakari_warmup,
-                concurrency: tuning.concurrency,
-                hosts: tuning.hosts,
-                replay_fraction: tuning.replay_fraction,
-            };
-            let report =
-                masakari::intake::run(&binaries, &dir, &common.masakari(None), &options).await?;
-            eprintln!(
-                "instanceha-bench: intake by Masakari {}: {:.1} notifications/s, answers {:?}",
-                report.masakari_version, report.notifications_per_sec, report.answers
-            );
-            document.masakari_intake.push(report);
-        }
-        let mut backends = Vec::new();
-        if !tuning.masakari.ours() {
-            // Masakari only.
-        } else if matches!(which, IntakeDb::Sqlite | IntakeDb::Both) {
-            backends.push(Backend::Sqlite);
-        }
-        if tuning.masakari.ours() && matches!(which, IntakeDb::Postgres | IntakeDb::Both) {
-            backends.push(Backend::Postgres {
-                admin_url: common.postgres_url.clone(),
-            });
-        }
-        for backend in backends {
-            let dir = RunDir {
-                path: root.join(format!("intake-{}", backend.name())),
-                log_filter: common.log_filter.clone(),
-                engine_env: common.engine_env.clone(),
-                api_env: common.api_env.clone(),
-            };
-            std::fs::create_dir_all(&dir.path)?;
-            eprintln!(
-                "instanceha-bench: intake on {} ({} reports, {} clients), in {}",
-                backend.name(),
-                tuning.count,
-                tuning.concurrency,
-                dir.path.display()
-            );
-            let options = IntakeSettings {
-                backend,
-                count: tuning.count,
-                warmup: tuning.warmup,
-                concurrency: tuning.concurrency,
-                connections: tuning.connections,
-                hosts: tuning.hosts,
-                replay_fraction: tuning.replay_fraction,
-                client_threads: tuning.client_threads,
-            };
-            let report = intake::run(&binaries, &dir, &options).await?;
-            if let Err(e) = intake::check(&report) {
-                eprintln!("instanceha-bench: {e}");
-                all_ok = false;
-            }
-            document.intake.push(report);
-        }
+        all_ok &= bench.intakes(which, &tuning, &mut document).await?;
     }
-
     document.judge();
     println!("{}", document.tables());
     if let Some(path) = &common.json {
@@ -687,15 +450,91 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("instanceha-bench: figures written to {}", path.display());
     }
-    if let Some(temp) = temp
-        && common.keep
-    {
+    work.finish(common.keep);
+    Ok(all_ok)
+}
+
+/// The directory the runs keep their files in: `--work-dir`, or a
+/// temporary one, removed at the end unless `--keep`.
+struct WorkDir {
+    root: PathBuf,
+    temp: Option<tempfile::TempDir>,
+}
+
+impl WorkDir {
+    fn create(common: &Common) -> anyhow::Result<Self> {
+        let (root, temp) = match &common.work_dir {
+            Some(dir) => (dir.clone(), None),
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix("instanceha-bench-")
+                    .tempdir()
+                    .context("creating the run directory")?;
+                (temp.path().to_owned(), Some(temp))
+            }
+        };
+        std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+        Ok(Self { root, temp })
+    }
+
+    /// Removes a temporary directory, or keeps it and says where.
+    fn finish(self, keep: bool) {
+        if let Some(temp) = self.temp
+            && keep
+        {
+            eprintln!(
+                "instanceha-bench: run directory kept: {}",
+                temp.keep().display()
+            );
+        }
+    }
+}
+
+/// `real`: the host failure on the real stack; `settings` given where
+/// Masakari's files go.
+async fn run_real(
+    common: &Common,
+    settings: impl FnOnce(PathBuf) -> real::RealSettings,
+) -> anyhow::Result<bool> {
+    let temp = tempfile::Builder::new()
+        .prefix("instanceha-bench-real-")
+        .tempdir()
+        .context("creating the run directory")?;
+    let dir = common
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_owned())
+        .join("masakari");
+    let report = real::run(&settings(dir)).await;
+    if common.keep {
         eprintln!(
             "instanceha-bench: run directory kept: {}",
             temp.keep().display()
         );
     }
-    Ok(all_ok)
+    let report = report?;
+    println!("{}", real::table(&report));
+    if let Some(path) = &common.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(true)
+}
+
+/// `model`: Masakari's modelled figures for the scenarios `names` (every
+/// named one when empty).
+fn print_models(names: &[String], seed: u64) -> anyhow::Result<bool> {
+    let names = if names.is_empty() {
+        vec!["all".to_owned()]
+    } else {
+        names.to_vec()
+    };
+    let timing = TimingModel::default();
+    for s in scenarios(&names)? {
+        let m = masakari::model(&s, &timing, seed, None);
+        println!("{}: {}", s.name, serde_json::to_string_pretty(&m)?);
+    }
+    Ok(true)
 }
 
 /// `masakari-serve`: Masakari against the given cloud until Ctrl-C or

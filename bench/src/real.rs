@@ -40,11 +40,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
-use instanceha_conformance::records::Records;
-use instanceha_conformance::stack::{Stack, eventually};
-use instanceha_conformance::system::System;
 use instanceha_conformance::workload::{Instance, assert_moved, boot, moved_problems, restore};
+use instanceha_conformance::{records::Records, stack::Stack, system::System};
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually;
 use reqwest::Method;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -533,8 +532,8 @@ fn span(migrations: &[Value]) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> 
 }
 
 fn timestamp(t: Option<&prost_types::Timestamp>) -> anyhow::Result<DateTime<Utc>> {
-    let t = t.context("a notification stamp")?;
-    DateTime::from_timestamp(t.seconds, t.nanos as u32).context("a notification stamp")
+    instanceha_proto::time::required("a notification stamp", t.copied())
+        .context("a notification stamp")
 }
 
 fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {

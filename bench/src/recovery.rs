@@ -29,10 +29,10 @@
 //! surviving host, unlocked, with no task; anything else is listed in
 //! `problems`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt as _, TryStreamExt as _};
 use instanceha_proto::v1 as pb;
@@ -45,7 +45,12 @@ use crate::cloud::{Cloud, ProcessUsage, RunDir, create_segment};
 use crate::db::Backend;
 use crate::procs::Binaries;
 use crate::scenario::{Scenario, TimingModel};
+use crate::sim::{Clock, SimControl};
 use crate::stats::Summary;
+
+mod figures;
+
+use figures::{dispatch_latency, misplaced_servers, per_instance, recovery_wall, statuses};
 
 /// How to run one scenario.
 #[derive(Clone, Debug)]
@@ -119,11 +124,7 @@ fn secs_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
 }
 
 fn now() -> prost_types::Timestamp {
-    let now = Utc::now();
-    prost_types::Timestamp {
-        seconds: now.timestamp(),
-        nanos: now.timestamp_subsec_nanos() as i32,
-    }
+    instanceha_proto::time::timestamp(Utc::now())
 }
 
 fn status_name(status: i32) -> String {
@@ -180,6 +181,9 @@ pub async fn run(
     Ok(report)
 }
 
+/// A notification with the vmoves of its recovery.
+pub(super) type Recovered = (pb::Notification, Vec<pb::Vmove>);
+
 async fn measure(
     cloud: &mut Cloud,
     options: &RecoverySettings,
@@ -189,13 +193,80 @@ async fn measure(
     let scenario = &options.scenario;
     let speed = options.speed;
     let channel = cloud.channel.clone();
-    let hosts_client = HostServiceClient::new(channel.clone());
     let mut notifications = NotificationServiceClient::new(channel.clone());
-    let vmoves_client = VmoveServiceClient::new(channel.clone());
+    let segment = register_segment(channel.clone(), scenario).await?;
+    let (failed, clock) = fail_hosts(&cloud.control, scenario, &options.timing).await?;
+    let created = report_failures(&notifications, &failed).await?;
+    nova_outage(cloud, scenario, speed).await?;
 
-    // The segment and its hosts.
+    let timeout = options.timeout.unwrap_or_else(|| default_timeout(options));
+    let finals = wait_until_final(
+        cloud,
+        &mut notifications,
+        &segment.id,
+        created.len(),
+        timeout,
+    )
+    .await?;
+    // Peak memory while the services still run.
+    let usage = cloud.usage();
+
+    cloud
+        .control
+        .save_requests(&run_dir.join("sim-requests.json"))
+        .await;
+    let stats = cloud.control.stats().await?;
+    let world = cloud.control.state().await?;
+    let vmoves = vmoves_of(channel, &finals).await?;
+    let mut problems = Vec::new();
+    let outage_calls_struck = outage_struck(cloud, scenario, &mut problems).await?;
+    let (notification_statuses, vmove_statuses) =
+        statuses(&vmoves, scenario.instances(), &mut problems);
+    misplaced_servers(&world, &mut problems);
+    let (recovery_wall_secs, notification_wall) = recovery_wall(&finals, speed)?;
+    let dispatch = dispatch_latency(&finals, &stats, &clock, &mut problems)?;
+    let (recovery, downtime) = per_instance(&vmoves, &world, speed)?;
+
+    Ok(RecoveryReport {
+        scenario: scenario.clone(),
+        database: options.backend.name().to_owned(),
+        speed,
+        seed: options.seed,
+        timing: options.timing.clone(),
+        notifications: finals.len(),
+        instances: scenario.instances(),
+        notification_statuses,
+        vmove_statuses,
+        recovery_wall_secs,
+        ideal_makespan_secs: stats.ideal_makespan,
+        ratio_to_ideal: stats.ratio_to_ideal(recovery_wall_secs),
+        nova_makespan_secs: stats.makespan,
+        notification_wall_secs: Summary::of(&notification_wall),
+        dispatch_latency_ms: Summary::of(&dispatch),
+        instance_recovery_secs: Summary::of(&recovery.0),
+        instance_recovery_bfv_secs: Summary::of(&recovery.1),
+        instance_recovery_image_secs: Summary::of(&recovery.2),
+        instance_downtime_secs: Summary::of(&downtime.0),
+        instance_downtime_bfv_secs: Summary::of(&downtime.1),
+        instance_downtime_image_secs: Summary::of(&downtime.2),
+        evacuations_done: stats.done,
+        evacuations_failed: stats.failed,
+        evacuations_in_progress: stats.in_progress,
+        usage,
+        outage_calls_struck,
+        problems,
+        run_real_secs: began.elapsed().as_secs_f64(),
+    })
+}
+
+/// The segment and its hosts.
+async fn register_segment(
+    channel: tonic::transport::Channel,
+    scenario: &Scenario,
+) -> anyhow::Result<pb::Segment> {
+    let hosts_client = HostServiceClient::new(channel.clone());
     let segment = create_segment(
-        channel.clone(),
+        channel,
         format!("bench-{}", scenario.name),
         Some("instanceha-bench".into()),
     )
@@ -221,25 +292,78 @@ async fn measure(
         .buffer_unordered(16)
         .try_collect::<Vec<_>>()
         .await?;
+    Ok(segment)
+}
 
-    // The failure: power off, and let Nova see the hosts down before the
-    // monitors report (Masakari's hostmonitor takes a minute or more to
-    // decide anyway); the clock jumps instead of waiting.
+/// The failure: power off, and let Nova see the hosts down before the
+/// monitors report (Masakari's hostmonitor takes a minute or more to
+/// decide anyway); the clock jumps instead of waiting. The failed hosts,
+/// and the simulator's clock after the jump. (Masakari's run fails them
+/// alike.)
+pub(crate) async fn fail_hosts(
+    control: &SimControl,
+    scenario: &Scenario,
+    timing: &TimingModel,
+) -> anyhow::Result<(Vec<String>, Clock)> {
     let failed: Vec<String> = (0..scenario.failed_hosts)
         .map(|i| scenario.failed_host(i))
         .collect();
     for host in &failed {
-        cloud.control.power_off(host).await?;
+        control.power_off(host).await?;
     }
-    let timing = &options.timing;
-    cloud
-        .control
+    control
         .advance(timing.service_down_time + timing.report_interval + 1.0)
         .await?;
-    let clock = cloud.control.clock().await?;
+    Ok((failed, control.clock().await?))
+}
 
-    // The reports, all at once.
-    let created: Vec<pb::Notification> = futures::future::try_join_all(failed.iter().map(|host| {
+/// A nova-api outage during the recovery (scenario `-outageS[@T]`): from
+/// T cloud seconds after the reports, for S cloud seconds.
+async fn nova_outage(cloud: &Cloud, scenario: &Scenario, speed: f64) -> anyhow::Result<()> {
+    if let Some(secs) = scenario.nova_outage_secs {
+        tokio::time::sleep(Duration::from_secs_f64(scenario.nova_outage_at / speed)).await;
+        cloud.control.nova_outage(secs).await?;
+    }
+    Ok(())
+}
+
+/// How many calls the scenario's nova-api outage struck; none is a
+/// problem.
+async fn outage_struck(
+    cloud: &Cloud,
+    scenario: &Scenario,
+    problems: &mut Vec<String>,
+) -> anyhow::Result<Option<u64>> {
+    let struck = match scenario.nova_outage_secs {
+        Some(_) => Some(cloud.control.fault_hits().await?),
+        None => None,
+    };
+    if struck == Some(0) {
+        problems.push("the nova-api outage struck no call".to_owned());
+    }
+    Ok(struck)
+}
+
+/// Each final notification with its vmoves.
+async fn vmoves_of(
+    channel: tonic::transport::Channel,
+    finals: &[pb::Notification],
+) -> anyhow::Result<Vec<Recovered>> {
+    let client = VmoveServiceClient::new(channel);
+    let mut vmoves = Vec::new();
+    for n in finals {
+        let list = list_vmoves(&mut client.clone(), &n.id).await?;
+        vmoves.push((n.clone(), list));
+    }
+    Ok(vmoves)
+}
+
+/// The reports, all at once.
+async fn report_failures(
+    notifications: &NotificationServiceClient<tonic::transport::Channel>,
+    failed: &[String],
+) -> anyhow::Result<Vec<pb::Notification>> {
+    futures::future::try_join_all(failed.iter().map(|host| {
         let mut client = notifications.clone();
         let host = host.clone();
         async move {
@@ -263,213 +387,36 @@ async fn measure(
                 .with_context(|| format!("reporting {host}"))
         }
     }))
-    .await?;
+    .await
+}
 
-    // A nova-api outage during the recovery (scenario `-outageS[@T]`): from
-    // T cloud seconds after the reports, for S cloud seconds.
-    if let Some(secs) = scenario.nova_outage_secs {
-        tokio::time::sleep(Duration::from_secs_f64(scenario.nova_outage_at / speed)).await;
-        cloud.control.nova_outage(secs).await?;
-    }
-
-    // Wait until every notification is final.
-    let timeout = options.timeout.unwrap_or_else(|| default_timeout(options));
+/// Waits until `expected` notifications of the segment are final, the
+/// services alive; fails after `timeout`.
+async fn wait_until_final(
+    cloud: &mut Cloud,
+    notifications: &mut NotificationServiceClient<tonic::transport::Channel>,
+    segment_id: &str,
+    expected: usize,
+    timeout: Duration,
+) -> anyhow::Result<Vec<pb::Notification>> {
     let deadline = Instant::now() + timeout;
-    let finals: Vec<pb::Notification> = loop {
+    loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
         cloud.check_alive()?;
-        let listed = list_notifications(&mut notifications, &segment.id).await?;
+        let listed = list_notifications(notifications, segment_id).await?;
         let done = listed.iter().filter(|n| is_final(n.status)).count();
-        if done >= created.len() {
-            break listed;
+        if done >= expected {
+            return Ok(listed);
         }
         if Instant::now() > deadline {
             bail!(
                 "{} of {} notifications final after {:?}; logs in the run directory",
                 done,
-                created.len(),
+                expected,
                 timeout
             );
         }
-    };
-    // Peak memory while the services still run.
-    let usage = cloud.usage();
-
-    // The simulator's last calls, for whoever looks into a run.
-    if let Ok(log) = cloud.control.requests().await {
-        let _ = std::fs::write(
-            run_dir.join("sim-requests.json"),
-            serde_json::to_string_pretty(&log).unwrap_or_default(),
-        );
     }
-    let stats = cloud.control.stats().await?;
-    let world = cloud.control.state().await?;
-    let mut vmoves: Vec<(pb::Notification, Vec<pb::Vmove>)> = Vec::new();
-    for n in &finals {
-        let list = list_vmoves(&mut vmoves_client.clone(), &n.id).await?;
-        vmoves.push((n.clone(), list));
-    }
-
-    let mut problems = Vec::new();
-    let outage_calls_struck = match scenario.nova_outage_secs {
-        Some(_) => Some(cloud.control.fault_hits().await?),
-        None => None,
-    };
-    if outage_calls_struck == Some(0) {
-        problems.push("the nova-api outage struck no call".to_owned());
-    }
-    let mut notification_statuses = BTreeMap::new();
-    let mut vmove_statuses = BTreeMap::new();
-    for (n, list) in &vmoves {
-        *notification_statuses
-            .entry(status_name(n.status))
-            .or_insert(0usize) += 1;
-        if n.status != pb::NotificationStatus::Finished as i32 {
-            problems.push(format!(
-                "notification for {} is {}: {}",
-                n.hostname,
-                status_name(n.status),
-                n.message
-            ));
-        }
-        for v in list {
-            *vmove_statuses
-                .entry(vmove_status_name(v.status))
-                .or_insert(0usize) += 1;
-            if v.status != pb::VmoveStatus::Succeeded as i32 && problems.len() < 50 {
-                problems.push(format!(
-                    "vmove of {} is {}: {}",
-                    v.instance_name,
-                    vmove_status_name(v.status),
-                    v.message
-                ));
-            }
-        }
-    }
-    let vmove_count: usize = vmoves.iter().map(|(_, l)| l.len()).sum();
-    if vmove_count != scenario.instances() {
-        problems.push(format!(
-            "{vmove_count} vmoves for {} HA instances",
-            scenario.instances()
-        ));
-    }
-    let servers: HashMap<&str, &crate::sim::Server> =
-        world.instances.iter().map(|s| (s.id.as_str(), s)).collect();
-    let mut misplaced = 0;
-    for s in &world.instances {
-        let on_survivor = s.host.as_deref().is_some_and(|h| h.starts_with("rack-b-"));
-        if !(on_survivor && s.vm_state == "active" && s.task_state.is_none() && !s.locked) {
-            misplaced += 1;
-            if misplaced <= 10 {
-                problems.push(format!(
-                    "server {} is {} (task {:?}) on {:?}, locked {}",
-                    s.name, s.vm_state, s.task_state, s.host, s.locked
-                ));
-            }
-        }
-    }
-    if misplaced > 10 {
-        problems.push(format!("{misplaced} servers not recovered in all"));
-    }
-
-    // Recovery wall time and ratio to the ideal.
-    let created_at = |n: &pb::Notification| {
-        timestamp(&n.created_at).ok_or_else(|| anyhow!("notification without created_at"))
-    };
-    let mut first_created: Option<DateTime<Utc>> = None;
-    let mut last_final: Option<DateTime<Utc>> = None;
-    let mut notification_wall = Vec::new();
-    for n in &finals {
-        let c = created_at(n)?;
-        let f = timestamp(&n.updated_at).unwrap_or(c);
-        first_created = Some(first_created.map_or(c, |x| x.min(c)));
-        last_final = Some(last_final.map_or(f, |x| x.max(f)));
-        notification_wall.push(secs_between(c, f) * speed);
-    }
-    let recovery_wall_secs = match (first_created, last_final) {
-        (Some(a), Some(b)) => secs_between(a, b) * speed,
-        _ => 0.0,
-    };
-    let ratio_to_ideal = stats
-        .ideal_makespan
-        .filter(|i| *i > 0.0)
-        .map(|ideal| recovery_wall_secs / ideal);
-
-    // Dispatch latency: created to the first evacuate request of its host.
-    let mut first_request: HashMap<&str, f64> = HashMap::new();
-    for e in &stats.evacuations {
-        let at = first_request
-            .entry(e.source.as_str())
-            .or_insert(e.requested_at);
-        *at = at.min(e.requested_at);
-    }
-    let mut dispatch = Vec::new();
-    for n in &finals {
-        if let Some(at) = first_request.get(n.hostname.as_str()) {
-            let seen = clock.wall(*at);
-            dispatch.push(secs_between(created_at(n)?, seen) * 1000.0);
-        } else {
-            problems.push(format!("no evacuation requested for {}", n.hostname));
-        }
-    }
-
-    // Per instance.
-    let mut recovery = (Vec::new(), Vec::new(), Vec::new());
-    let mut downtime = (Vec::new(), Vec::new(), Vec::new());
-    for (n, list) in &vmoves {
-        let c = created_at(n)?;
-        for v in list {
-            let (Some(start), Some(end)) = (timestamp(&v.start_time), timestamp(&v.end_time))
-            else {
-                continue;
-            };
-            let bfv = servers
-                .get(v.instance_id.as_str())
-                .is_some_and(|s| s.image_id.is_none());
-            let r = secs_between(start, end) * speed;
-            let d = secs_between(c, end) * speed;
-            recovery.0.push(r);
-            downtime.0.push(d);
-            if bfv {
-                recovery.1.push(r);
-                downtime.1.push(d);
-            } else {
-                recovery.2.push(r);
-                downtime.2.push(d);
-            }
-        }
-    }
-
-    Ok(RecoveryReport {
-        scenario: scenario.clone(),
-        database: options.backend.name().to_owned(),
-        speed,
-        seed: options.seed,
-        timing: options.timing.clone(),
-        notifications: finals.len(),
-        instances: scenario.instances(),
-        notification_statuses,
-        vmove_statuses,
-        recovery_wall_secs,
-        ideal_makespan_secs: stats.ideal_makespan,
-        ratio_to_ideal,
-        nova_makespan_secs: stats.makespan,
-        notification_wall_secs: Summary::of(&notification_wall),
-        dispatch_latency_ms: Summary::of(&dispatch),
-        instance_recovery_secs: Summary::of(&recovery.0),
-        instance_recovery_bfv_secs: Summary::of(&recovery.1),
-        instance_recovery_image_secs: Summary::of(&recovery.2),
-        instance_downtime_secs: Summary::of(&downtime.0),
-        instance_downtime_bfv_secs: Summary::of(&downtime.1),
-        instance_downtime_image_secs: Summary::of(&downtime.2),
-        evacuations_done: stats.done,
-        evacuations_failed: stats.failed,
-        evacuations_in_progress: stats.in_progress,
-        usage,
-        outage_calls_struck,
-        problems,
-        run_real_secs: began.elapsed().as_secs_f64(),
-    })
 }
 
 /// Ten times what Nova needs (waves of rebuilds on each survivor), at

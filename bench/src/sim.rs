@@ -50,6 +50,15 @@ pub struct Stats {
     pub in_progress: usize,
 }
 
+impl Stats {
+    /// A recovery's wall time (cloud s) over the ideal, if there is one.
+    pub fn ratio_to_ideal(&self, wall_secs: f64) -> Option<f64> {
+        self.ideal_makespan
+            .filter(|i| *i > 0.0)
+            .map(|ideal| wall_secs / ideal)
+    }
+}
+
 /// A server in `GET /sim/state` (only what the benchmark checks).
 #[derive(Clone, Debug, Deserialize)]
 pub struct Server {
@@ -170,6 +179,14 @@ impl SimControl {
     /// The request log (the last `request_log_capacity` calls), as JSON.
     pub async fn requests(&self) -> anyhow::Result<serde_json::Value> {
         self.get("/sim/requests?since=0").await
+    }
+
+    /// The simulator's last calls written to `path`, for whoever looks into
+    /// a run (nothing if they cannot be read or written).
+    pub async fn save_requests(&self, path: &std::path::Path) {
+        if let Ok(log) = self.requests().await {
+            let _ = std::fs::write(path, serde_json::to_string_pretty(&log).unwrap_or_default());
+        }
     }
 
     pub async fn stats(&self) -> anyhow::Result<Stats> {

@@ -59,6 +59,10 @@ pub async fn start(
     let token_file = dir.join("agent-token");
     std::fs::write(&token_file, token)
         .map_err(|e| Error::Demo(format!("cannot write the agents' token: {e}")))?;
+    // The key the agents sign their heartbeats with: random, 0600.
+    let key_file = dir.join("heartbeat-key");
+    instanceha_runtime::secret::Secret::read_or_create_file("host.heartbeat.key", &key_file)
+        .map_err(|e| Error::Demo(format!("cannot make the heartbeat key: {e}")))?;
     let mut addresses = Vec::new();
     for host in hosts {
         addresses.push((
@@ -81,9 +85,15 @@ pub async fn start(
         settings.spool.retry_initial = Duration::from_millis(200);
         settings.host.driver = HostDriver::Heartbeat;
         settings.host.heartbeat = HeartbeatSettings {
-            listen: address
-                .parse()
-                .map_err(|e| Error::Demo(format!("{address}: {e}")))?,
+            listen: Some(
+                address
+                    .parse()
+                    .map_err(|e| Error::Demo(format!("{address}: {e}")))?,
+            ),
+            key: instanceha_agent::config::CredentialSource {
+                file: Some(key_file.clone()),
+                env: None,
+            },
             segment: "demo".to_owned(),
             peers: addresses
                 .iter()

@@ -66,6 +66,7 @@ pub enum Error {
     #[error("cannot write to standard output: {0}")]
     Write(std::io::Error),
     /// The demo's embedded cloud or services could not run.
+    #[cfg(feature = "demo")]
     #[error("demo: {0}")]
     Demo(String),
 }
@@ -77,7 +78,9 @@ impl Error {
             Self::Api(err) => exit_for_code(err.code()),
             Self::NoSuchName { .. } => Exit::NotFound,
             Self::AmbiguousName { .. } => Exit::InvalidArgument,
-            Self::Output(_) | Self::Write(_) | Self::Demo(_) => Exit::Other,
+            Self::Output(_) | Self::Write(_) => Exit::Other,
+            #[cfg(feature = "demo")]
+            Self::Demo(_) => Exit::Other,
         }
     }
 

@@ -6,12 +6,18 @@ mod client;
 mod commands;
 mod config;
 mod convert;
+#[cfg(feature = "demo")]
 mod demo;
+#[cfg(feature = "demo")]
 mod demo_agents;
 mod error;
 mod output;
 mod resources;
 mod watch;
+#[cfg(not(feature = "demo"))]
+mod without_demo;
+#[cfg(not(feature = "demo"))]
+use without_demo as demo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -117,6 +123,10 @@ enum Command {
     Vmove(VmoveCommand),
     /// Run the whole system in this process against a simulated cloud: a
     /// compute host fails and its instances are recovered, live
+    #[cfg_attr(
+        not(feature = "demo"),
+        command(about = "Not in this build (built without the `demo` feature)", long_about = None)
+    )]
     Demo(demo::DemoArgs),
 }
 

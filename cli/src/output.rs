@@ -1,16 +1,21 @@
 //! Rendering records for the terminal or for scripts: `table` (lists as
 //! tables with the columns an operator expects, one record as a two-column
 //! field/value table), `json` and `yaml` (the whole record, stable field
-//! names, lists as arrays).
+//! names, lists as arrays). Every format escapes unsafe text (control,
+//! bidirectional and zero-width characters): tables as `\u{..}`, JSON and
+//! YAML with their own `\u` escapes, so the value read back is the one
+//! stored and the terminal never sees the character itself.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::ValueEnum;
 use comfy_table::{ContentArrangement, Table};
 use serde::Serialize;
 
-use instanceha_api::domain::is_unsafe_to_show;
-
 use crate::resources::{Host, Notification, ProgressEvent, Segment, Vmove};
+
+mod escape;
+
+pub use escape::{json_escaped, yaml_escaped};
 
 /// How results are printed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -104,6 +109,27 @@ pub fn shown(value: &str) -> String {
     out
 }
 
+/// A character a terminal may act on, or that hides or reorders text: a
+/// control character (C0 with ESC and BEL, DEL, C1) or a bidirectional or
+/// zero-width one. The API's definition of unsafe text
+/// (`instanceha_api::domain::is_unsafe_to_show`), which the CLI cannot
+/// depend on without the API's database drivers; a test holds the two
+/// equal over every character.
+fn is_unsafe_to_show(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{061C}'
+                | '\u{200B}'..='\u{200D}'
+                | '\u{2060}'
+                | '\u{FEFF}'
+        )
+}
+
 /// Cells escaped with [`shown`].
 pub fn shown_row(cells: Vec<String>) -> Vec<String> {
     cells.iter().map(|cell| shown(cell)).collect()
@@ -136,11 +162,12 @@ pub enum Encoding {
     Yaml,
 }
 
-/// `value` as pretty JSON or as a YAML document, ending in a newline.
+/// `value` as pretty JSON or as a YAML document, ending in a newline, with
+/// unsafe text escaped.
 pub fn encode<T: Serialize + ?Sized>(encoding: Encoding, value: &T) -> Result<String, Error> {
     Ok(match encoding {
-        Encoding::Json => serde_json::to_string_pretty(value)? + "\n",
-        Encoding::Yaml => serde_yaml_ng::to_string(value)?,
+        Encoding::Json => escape::json_escaped(&serde_json::to_string_pretty(value)?) + "\n",
+        Encoding::Yaml => escape::yaml_escaped(value)?,
     })
 }
 
@@ -375,6 +402,18 @@ impl Tabular for Vmove {
 mod tests {
     use super::*;
     use crate::resources::RecoveryMethod;
+
+    #[test]
+    fn unsafe_text_is_what_the_api_refuses() {
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+            assert_eq!(
+                is_unsafe_to_show(c),
+                instanceha_api::domain::is_unsafe_to_show(c),
+                "U+{:04X}",
+                u32::from(c)
+            );
+        }
+    }
 
     fn segment() -> Segment {
         Segment {

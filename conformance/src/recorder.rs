@@ -262,6 +262,7 @@ mod tests {
             .route(
                 "/slow",
                 get(|| async {
+                    // sleep: the slow upstream's two seconds.
                     tokio::time::sleep(Duration::from_secs(2)).await;
                     "{}"
                 }),
@@ -290,9 +291,12 @@ mod tests {
         assert!(gave_up.is_err(), "the caller gave up");
         let fast = client.get(url("/fast")).send().await.unwrap();
         assert_eq!(fast.status(), 200);
-        // The proxy notices the closed connection.
+        // Nothing outside the proxy shows when it has noticed the closed
+        // connection. sleep: time for it to notice.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let in_flight = tokio::spawn(client.get(url("/slow")).send());
+        // The proxy must not record the call before its answer.
+        // sleep: time for the call to reach the proxy.
         tokio::time::sleep(Duration::from_millis(500)).await;
 
         let seen: Vec<(String, Option<u16>)> = recorder

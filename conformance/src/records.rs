@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
+use instanceha_testkit::eventually;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::stack::{Stack, eventually};
+use crate::stack::Stack;
 
 /// The compute microversion of the records: `locked_reason` (2.73),
 /// `host` on create (2.74), a server's state kept across evacuation
@@ -16,6 +17,8 @@ use crate::stack::{Stack, eventually};
 pub const COMPUTE: &str = "compute 2.94";
 const VOLUME: &str = "volume 3.44";
 const PLACEMENT: &str = "placement 1.28";
+/// How often a server's or a volume's state is read again while waited for.
+const POLL: Duration = Duration::from_millis(300);
 
 /// An admin session on the real cloud (or, for what it shares with it,
 /// on the simulator: Nova and Cinder).
@@ -247,21 +250,16 @@ impl Records {
     }
 
     pub async fn volume_status(&self, id: &str, wanted: &str, within: Duration) -> Value {
-        eventually(
-            &format!("volume {id} {wanted}"),
-            within,
-            Duration::from_millis(300),
-            || async {
-                let v = self
-                    .cinder(Method::GET, &format!("/volumes/{id}"), None)
-                    .await?;
-                if v["volume"]["status"] == wanted {
-                    Ok(v["volume"].clone())
-                } else {
-                    Err(format!("status {}", v["volume"]["status"]))
-                }
-            },
-        )
+        eventually(&format!("volume {id} {wanted}"), within, POLL, || async {
+            let v = self
+                .cinder(Method::GET, &format!("/volumes/{id}"), None)
+                .await?;
+            if v["volume"]["status"] == wanted {
+                Ok(v["volume"].clone())
+            } else {
+                Err(format!("status {}", v["volume"]["status"]))
+            }
+        })
         .await
     }
 
@@ -308,22 +306,17 @@ impl Records {
 
     /// Waits for `status` with no task.
     pub async fn server_state(&self, id: &str, status: &str, within: Duration) -> Server {
-        eventually(
-            &format!("server {id} {status}"),
-            within,
-            Duration::from_millis(300),
-            || async {
-                let s = self.server(id).await?;
-                if s.status == "ERROR" && status != "ERROR" {
-                    panic!("server {id} went ERROR");
-                }
-                if s.status == status && s.task_state.is_none() {
-                    Ok(s)
-                } else {
-                    Err(format!("{} task {:?}", s.status, s.task_state))
-                }
-            },
-        )
+        eventually(&format!("server {id} {status}"), within, POLL, || async {
+            let s = self.server(id).await?;
+            if s.status == "ERROR" && status != "ERROR" {
+                panic!("server {id} went ERROR");
+            }
+            if s.status == status && s.task_state.is_none() {
+                Ok(s)
+            } else {
+                Err(format!("{} task {:?}", s.status, s.task_state))
+            }
+        })
         .await
     }
 

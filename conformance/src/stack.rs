@@ -2,7 +2,7 @@
 //! processes, which a test kills, stops and starts as an outage would.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The variable that names the control, e.g.
 /// `python3 conformance/real-openstack/stack.py`.
@@ -147,25 +147,6 @@ fn parse_env(text: &str) -> BTreeMap<String, String> {
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.trim_matches('\'').to_owned()))
         .collect()
-}
-
-/// Polls `check` every `every` until it gives a value or `within` passes;
-/// panics with `what` and the last thing `check` said.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, every: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        match check().await {
-            Ok(v) => return v,
-            Err(last) if Instant::now() >= deadline => {
-                panic!("{what}: not after {within:?} (last: {last})")
-            }
-            Err(_) => tokio::time::sleep(every).await,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use instanceha_engine::config::Settings as EngineSettings;
 use instanceha_proto::v1 as pb;
 use instanceha_runtime::secret::Secret;
 use instanceha_testkit::check::assert_honest;
-use instanceha_testkit::cloud::{connect, create_segment, now};
+use instanceha_testkit::cloud::{connect, create_segment, now, until_terminal};
 use instanceha_testkit::process::{Process, start_api, start_engine};
 use instanceha_testkit::settings::{api_for, loopback};
 use openstack_client::credentials::AuthSettings;
@@ -154,30 +154,7 @@ impl System {
         id: &str,
         within: Duration,
     ) -> (pb::Notification, Vec<pb::Vmove>) {
-        let deadline = tokio::time::Instant::now() + within;
-        let n = loop {
-            let n = self
-                .notifications
-                .get_notification(pb::GetNotificationRequest { id: id.into() })
-                .await
-                .expect("the api answers")
-                .into_inner();
-            let status = pb::NotificationStatus::try_from(n.status).unwrap();
-            if matches!(
-                status,
-                pb::NotificationStatus::Finished
-                    | pb::NotificationStatus::Failed
-                    | pb::NotificationStatus::Ignored
-            ) {
-                break n;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "notification still {status:?} after {within:?}: {}",
-                n.message
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+        let n = until_terminal(&self.notifications, id, within, Duration::from_millis(200)).await;
         let vmoves = self
             .vmoves
             .list_vmoves(pb::ListVmovesRequest {

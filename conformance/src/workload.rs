@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::records::Records;
-use crate::stack::{Stack, eventually};
+use crate::stack::Stack;
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually::{eventually, until};
 use reqwest::Method;
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -181,30 +182,29 @@ pub async fn moved_problems(records: &Records, failed: &str, i: &Instance) -> Ve
 /// the attachment) for `volume` to be `in-use` with one attachment, on
 /// `host`; the last answer if it never is.
 async fn volume_in_use_on(records: &Records, volume: &str, host: &str) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let last = match records
-            .cinder(Method::GET, &format!("/volumes/{volume}"), None)
-            .await
-        {
-            Ok(v) => {
-                let v = &v["volume"];
-                let hosts: Vec<_> = v["attachments"]
-                    .as_array()
-                    .map(|a| a.iter().map(|a| a["host_name"].clone()).collect())
-                    .unwrap_or_default();
-                if v["status"] == "in-use" && hosts.len() == 1 && hosts[0] == host {
-                    return Ok(());
-                }
-                format!("status {}, attached on {hosts:?}, not {host}", v["status"])
+    until(
+        Duration::from_secs(5),
+        Duration::from_millis(300),
+        || async {
+            let v = records
+                .cinder(Method::GET, &format!("/volumes/{volume}"), None)
+                .await?;
+            let v = &v["volume"];
+            let hosts: Vec<_> = v["attachments"]
+                .as_array()
+                .map(|a| a.iter().map(|a| a["host_name"].clone()).collect())
+                .unwrap_or_default();
+            if v["status"] == "in-use" && hosts.len() == 1 && hosts[0] == host {
+                Ok(())
+            } else {
+                Err(format!(
+                    "status {}, attached on {hosts:?}, not {host}",
+                    v["status"]
+                ))
             }
-            Err(e) => e,
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(last);
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        },
+    )
+    .await
 }
 
 /// Brings `host`'s nova-compute back (it destroys the evacuated guests and

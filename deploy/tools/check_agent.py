@@ -116,6 +116,12 @@ def check_daemonset(ds: dict, docs: list[dict], examples: dict[str, set[str]], e
         if ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
             errors.append(f"{cw}: image {image!r} has no tag or digest")
         for env in c.get("env") or []:
+            # The heartbeat address is the node's own, known only from the
+            # downward API: the one setting that may come from a variable.
+            if env["name"] == "INSTANCEHA_AGENT_HOST__HEARTBEAT__LISTEN":
+                if env.get("value") != "$(HOST_IP):15871":
+                    errors.append(f"{cw}: {env['name']}: must be \"$(HOST_IP):15871\" (status.hostIP)")
+                continue
             if env["name"].startswith("INSTANCEHA_"):
                 errors.append(f"{cw}: {env['name']}: configure the agent in its file, not INSTANCEHA_* variables")
         for m in c.get("volumeMounts") or []:

@@ -35,6 +35,9 @@ import yaml
 ROOTS = {
     "api": ("api-service/src/config.rs", "INSTANCEHA_", "INSTANCEHA_CONFIG"),
     "engine": ("engine-service/src/config.rs", "INSTANCEHA_ENGINE_", "INSTANCEHA_ENGINE_CONFIG"),
+    # The agent's files are checked by check_agent.py; its one variable in
+    # the DaemonSet (the node's heartbeat address) here, with the others'.
+    "agent": ("agent/src/config.rs", "INSTANCEHA_AGENT_", "INSTANCEHA_AGENT_CONFIG"),
 }
 
 # Settings announced by the telemetry work (issue 6) that may not be in the
@@ -44,6 +47,7 @@ ROOTS = {
 PENDING = {
     "api": {"telemetry": {"prometheus_listen": "SocketAddr"}},
     "engine": {"telemetry": {"prometheus_listen": "SocketAddr"}},
+    "agent": {},
 }
 
 SKIP_DIRS = {"target", ".git", "deploy", "node_modules", ".venv"}
@@ -367,6 +371,8 @@ def check_env(schema: Schema, name: str, where: str) -> list[str]:
 
 
 def service_of_env(name: str) -> str | None:
+    if name.startswith("INSTANCEHA_AGENT_"):
+        return "agent"
     if name.startswith("INSTANCEHA_ENGINE_"):
         return "engine"
     if name.startswith("INSTANCEHA_"):

@@ -8,12 +8,16 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use instanceha_runtime::connections::ConnectionSettings;
 use instanceha_runtime::environment::{self, LoadError, SettingsEnvironment};
-use instanceha_runtime::secret::Secret;
 use instanceha_runtime::shutdown::ShutdownSettings;
 use instanceha_runtime::telemetry::{LogSettings, TelemetrySettings};
 use instanceha_runtime::tls::ServerTlsSettings;
 use serde::{Deserialize, Serialize};
+
+mod link;
+
+pub use link::LinkSettings;
 
 use crate::recovery::WorkflowSettings;
 use crate::workflow::selection::SelectionRules;
@@ -41,7 +45,15 @@ pub struct Settings {
     /// TLS of the Recover service; with `client_ca_file`, only clients
     /// (the API) with a certificate it signed may connect.
     pub tls: ServerTlsSettings,
+    /// The connection budget of the link and metrics ports.
+    pub connections: ConnectionSettings,
     pub shutdown: ShutdownSettings,
+    /// Where the engine keeps the link token it makes on first start when
+    /// `link.token_file` is not set (`STATE_DIR/link-token`; the API reads
+    /// the same file). Default: `$STATE_DIRECTORY`,
+    /// `$XDG_STATE_HOME/instanceha`, `~/.local/state/instanceha` or
+    /// `/var/lib/instanceha`.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -57,19 +69,11 @@ impl Default for Settings {
             log: LogSettings::default(),
             telemetry: TelemetrySettings::default(),
             tls: ServerTlsSettings::default(),
+            connections: ConnectionSettings::default(),
             shutdown: ShutdownSettings::default(),
+            state_dir: None,
         }
     }
-}
-
-/// `[link]`: who may open a `Recover` stream.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LinkSettings {
-    /// A file holding the token the API shares with the engine (the API's
-    /// `dispatch.engine_token_file`): a call without it, as
-    /// `authorization: Bearer <token>`, is refused UNAUTHENTICATED.
-    pub token_file: Option<PathBuf>,
 }
 
 /// `[openstack]`: how to reach the cloud.
@@ -332,6 +336,9 @@ impl Settings {
             ));
         }
         self.telemetry.validate().map_err(Error::Invalid)?;
+        self.connections
+            .validate("connections")
+            .map_err(Error::Invalid)?;
         // `openstack.retry.max_attempts = 0` is the default: no count, the
         // outage tolerance alone bounds the retries of a call.
         for (key, value) in [
@@ -362,48 +369,6 @@ impl Settings {
             }
         }
         Ok(())
-    }
-
-    /// The token a `Recover` call must present (`link.token_file`), if
-    /// any. Nobody but the API may start a recovery: on an address beyond
-    /// loopback the engine needs the token or mutual TLS
-    /// (`tls.client_ca_file`), and refuses to start without either; on
-    /// loopback it warns.
-    pub fn link_token(&self) -> Result<Option<Secret>, Error> {
-        let token = match &self.link.token_file {
-            Some(path) => Some(
-                Secret::read_file("link.token_file", path)
-                    .map_err(|e| Error::Invalid(e.to_string()))?,
-            ),
-            None => None,
-        };
-        let mutual_tls = self.tls.enabled() && self.tls.client_ca_file.is_some();
-        if self.link_token_in_plaintext() {
-            tracing::warn!(
-                listen = %self.listen,
-                "the link token crosses the network in plaintext: set tls.cert_file and tls.key_file (or terminate tls in a mesh)"
-            );
-        }
-        if token.is_none() && !mutual_tls {
-            if !self.listen.ip().is_loopback() {
-                return Err(Error::Invalid(format!(
-                    "listen {} is reachable beyond this machine, and anyone reaching it could start a recovery: set link.token_file (and the API's dispatch.engine_token_file), or tls.cert_file, tls.key_file and tls.client_ca_file (mutual TLS)",
-                    self.listen
-                )));
-            }
-            tracing::warn!(
-                listen = %self.listen,
-                "the recover stream is unauthenticated (no link.token_file, no tls.client_ca_file): any local process may start a recovery"
-            );
-        }
-        Ok(token)
-    }
-
-    /// Whether the link token (`link.token_file`) reaches the engine in
-    /// plaintext across the network: TLS off on an address beyond
-    /// loopback. Warned about at start.
-    pub fn link_token_in_plaintext(&self) -> bool {
-        self.link.token_file.is_some() && !self.tls.enabled() && !self.listen.ip().is_loopback()
     }
 
     /// The engine's credentials, the service identity's, and the client
@@ -598,56 +563,6 @@ mod tests {
             err.to_string().contains("openstack.nova_microversion"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn the_link_is_authenticated_beyond_loopback() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut settings = Settings {
-            listen: "0.0.0.0:15870".parse().unwrap(),
-            ..Settings::default()
-        };
-        let err = settings.link_token().unwrap_err().to_string();
-        assert!(err.contains("link.token_file"), "{err}");
-        assert!(err.contains("tls.client_ca_file"), "{err}");
-        // A server certificate alone authenticates the engine, not its
-        // callers.
-        settings.tls.cert_file = Some(dir.path().join("c.pem"));
-        settings.tls.key_file = Some(dir.path().join("k.pem"));
-        assert!(settings.link_token().is_err());
-        settings.tls.client_ca_file = Some(dir.path().join("ca.pem"));
-        assert!(settings.link_token().unwrap().is_none());
-        settings.tls = ServerTlsSettings::default();
-        let path = dir.path().join("token");
-        std::fs::write(&path, "s3cret\n").unwrap();
-        settings.link.token_file = Some(path);
-        assert!(settings.link_token().unwrap().unwrap().matches(b"s3cret"));
-        // Loopback stays open, for tests and the demo.
-        assert!(Settings::default().link_token().unwrap().is_none());
-    }
-
-    #[test]
-    fn a_link_token_beyond_loopback_without_tls_is_in_plaintext() {
-        let mut settings = Settings {
-            listen: "0.0.0.0:15870".parse().unwrap(),
-            ..Settings::default()
-        };
-        settings.link.token_file = Some(PathBuf::from("/etc/instanceha/link/token"));
-        assert!(settings.link_token_in_plaintext());
-        settings.listen = "[fd00::5]:15870".parse().unwrap();
-        assert!(settings.link_token_in_plaintext());
-        // With TLS, on loopback, or without a token: nothing to warn about.
-        let mut with_tls = settings.clone();
-        with_tls.tls.cert_file = Some("/etc/instanceha/tls/engine.pem".into());
-        with_tls.tls.key_file = Some("/etc/instanceha/tls/engine.key".into());
-        assert!(!with_tls.link_token_in_plaintext());
-        for loopback in ["127.0.0.1:15870", "[::1]:15870"] {
-            let mut on_loopback = settings.clone();
-            on_loopback.listen = loopback.parse().unwrap();
-            assert!(!on_loopback.link_token_in_plaintext(), "{loopback}");
-        }
-        settings.link.token_file = None;
-        assert!(!settings.link_token_in_plaintext());
     }
 
     #[test]

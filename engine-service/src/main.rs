@@ -74,12 +74,6 @@ fn main() -> ExitCode {
         for variable in instanceha_engine::config::ignored_variables() {
             tracing::warn!(%variable, "ignored environment variable: it names no setting");
         }
-        if let Some(addr) = settings.telemetry.prometheus_listen
-            && let Err(e) = telemetry.serve_prometheus(addr).await
-        {
-            eprintln!("instanceha-engine: cannot serve metrics on {addr}: {e}");
-            return (ExitCode::FAILURE, Some(telemetry));
-        }
         let openstack = match OpenStack::new(credentials, service, client) {
             Ok(openstack) => openstack,
             Err(e) => {
@@ -110,6 +104,7 @@ fn main() -> ExitCode {
             Ok(server) => server
                 .with_tls(tls)
                 .with_link_token(link_token)
+                .with_connections(&settings.connections)
                 .with_drain_delay(settings.shutdown.drain_delay)
                 .with_token_warm_up(settings.openstack.token_warmup_interval),
             Err(e) => {
@@ -117,6 +112,12 @@ fn main() -> ExitCode {
                 return (ExitCode::FAILURE, Some(telemetry));
             }
         };
+        if let Some(addr) = settings.telemetry.prometheus_listen
+            && let Err(e) = telemetry.serve_prometheus(addr, server.budget()).await
+        {
+            eprintln!("instanceha-engine: cannot serve metrics on {addr}: {e}");
+            return (ExitCode::FAILURE, Some(telemetry));
+        }
         println!("instanceha-engine listening on {}", server.local_addr());
         let code = match server.run(instanceha_runtime::shutdown::signal()).await {
             Ok(()) => ExitCode::SUCCESS,

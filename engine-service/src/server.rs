@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use instanceha_proto::engine::v1 as pb;
 use instanceha_runtime::backoff::Backoff;
-use instanceha_runtime::listen::without_nagle;
+use instanceha_runtime::connections::{ConnectionBudget, ServedLayer};
 use instanceha_runtime::shutdown;
 use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
@@ -48,6 +48,8 @@ pub struct Server {
     drain_delay: Duration,
     /// How often the token is kept warm (zero: never).
     warm_up_interval: Duration,
+    /// The connection budget of its ports.
+    budget: ConnectionBudget,
 }
 
 impl Server {
@@ -65,7 +67,22 @@ impl Server {
             auth: LinkAuth::default(),
             drain_delay: Duration::ZERO,
             warm_up_interval: Duration::ZERO,
+            budget: ConnectionBudget::for_process(&Default::default()),
         })
+    }
+
+    /// Accepts connections within `settings` (`[connections]`).
+    pub fn with_connections(
+        mut self,
+        settings: &instanceha_runtime::connections::ConnectionSettings,
+    ) -> Self {
+        self.budget = ConnectionBudget::for_process(settings);
+        self
+    }
+
+    /// The connection budget of its ports (the metrics port's too).
+    pub fn budget(&self) -> &ConnectionBudget {
+        &self.budget
     }
 
     /// Every `interval`, a cheap authenticated call to Nova and Cinder
@@ -168,6 +185,7 @@ impl Server {
         let result = builder
             .http2_keepalive_interval(Some(Duration::from_secs(10)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+            .layer(ServedLayer::new(self.budget.clone()))
             .add_service(pb::engine_server::EngineServer::with_interceptor(
                 RecoverService::new(self.engine.clone()),
                 self.auth,
@@ -175,7 +193,7 @@ impl Server {
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .serve_with_incoming_shutdown(without_nagle(self.listener), async {
+            .serve_with_incoming_shutdown(self.budget.incoming(self.listener), async {
                 shutdown.await;
                 // Not ready from now on, even if OpenStack answers meanwhile.
                 openstack_check.abort();

@@ -6,6 +6,7 @@ use sea_orm_migration::prelude::*;
 mod m20261129_000001_initial;
 mod m20261202_000001_runs;
 mod m20261205_000001_prior_state;
+mod m20261205_000002_lifecycle;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000001_initial::Migration),
             Box::new(m20261202_000001_runs::Migration),
             Box::new(m20261205_000001_prior_state::Migration),
+            Box::new(m20261205_000002_lifecycle::Migration),
         ]
     }
 }

@@ -1,6 +1,10 @@
 //! Protobuf timestamps and `chrono` times, converted in one place: a time
 //! on the wire is checked here (present where required, in range, nanos
-//! valid), so that no edge reads a timestamp its own way.
+//! valid), so that no edge reads a timestamp its own way. Every edge
+//! converts through here (the API's and the engine's, the CLI, the agent,
+//! the test kit and the benchmark); only tests write a `Timestamp` by hand:
+//! a fixed time, or what no edge would send (negative nanos, a time beyond
+//! `chrono`).
 
 use chrono::{DateTime, Utc};
 use prost_types::Timestamp;

@@ -236,6 +236,7 @@ mod tests {
         // Each try itself takes 2 s (a request timing out).
         let mut tries = 1;
         loop {
+            // sleep: the try's own 2 s.
             tokio::time::sleep(Duration::from_secs(2)).await;
             if !retries.wait(None).await {
                 break;

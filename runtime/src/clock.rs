@@ -91,6 +91,7 @@ mod tests {
     async fn a_tokio_clock_moves_with_paused_time_only() {
         let clock = Clock::tokio();
         let start = clock.now();
+        // sleep: real time passes, paused time does not.
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(clock.now(), start, "paused: real time does not move it");
         tokio::time::advance(Duration::from_secs(90)).await;

@@ -3,16 +3,20 @@
 //! read from, telemetry set-up
 //! (logs, traces, metrics) and W3C trace-context propagation, settings from
 //! environment variables, TLS for the gRPC links, accepting connections,
-//! and orderly shutdown. The CLI's embedded demo and the test kit start the
+//! the connection budget of every listener, private files and the state
+//! directory, and orderly shutdown. The CLI's embedded demo and the test kit start the
 //! services with it too.
 
 pub mod backoff;
 pub mod clock;
+pub mod connections;
 pub mod environment;
 pub mod listen;
 pub mod panic;
+pub mod private;
 pub mod propagation;
 pub mod secret;
 pub mod shutdown;
+pub mod state;
 pub mod telemetry;
 pub mod tls;

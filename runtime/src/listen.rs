@@ -1,6 +1,11 @@
-//! Accepting connections: for the gRPC servers, which bind their listeners
-//! themselves (to report the port they got, port 0 included), and for the
-//! REST listener, in plaintext or over TLS ([`TlsListener`]).
+//! Accepting connections, every one within the process's
+//! [`ConnectionBudget`] and with Nagle's algorithm off (what tonic does
+//! for the sockets it binds itself: otherwise a response written in more
+//! than one segment waits for the client's delayed ACK, some 40 ms a
+//! call): for the gRPC servers ([`ConnectionBudget::incoming`]), which
+//! bind their listeners themselves (to report the port they got, port 0
+//! included), and for axum's, in plaintext ([`PlainListener`]) or over TLS
+//! ([`TlsListener`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,32 +15,64 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
-use tonic::transport::server::TcpIncoming;
 
-/// How long a client may take over its TLS handshake.
+use crate::connections::{ConnectionBudget, Tracked};
+
+/// How long a client may take over its TLS handshake (within its
+/// `connections.first_request_timeout` too).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The accepted connections, with Nagle's algorithm off (what tonic does
-/// for the sockets it binds itself): otherwise a response written in more
-/// than one segment waits for the client's delayed ACK, some 40 ms a call.
-pub fn without_nagle(listener: TcpListener) -> TcpIncoming {
-    TcpIncoming::from(listener).with_nodelay(Some(true))
+/// An axum listener in plaintext: the budget's accepted connections.
+pub struct PlainListener {
+    local_addr: SocketAddr,
+    accepted: mpsc::Receiver<(Tracked<TcpStream>, SocketAddr)>,
 }
 
-/// An axum listener that serves TLS: connections are accepted with Nagle's
-/// algorithm off and their handshakes run in tasks of their own, so that a
-/// slow or plaintext client delays nobody; a failed handshake is logged
-/// (debug) and dropped. Accepting stops when the listener is dropped.
+impl PlainListener {
+    pub fn new(listener: TcpListener, budget: &ConnectionBudget) -> std::io::Result<Self> {
+        Ok(Self {
+            local_addr: listener.local_addr()?,
+            accepted: budget.accept(listener),
+        })
+    }
+}
+
+impl axum::serve::Listener for PlainListener {
+    type Io = Tracked<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.accepted.recv().await {
+            Some(accepted) => accepted,
+            // The accepting task ends only once this receiver is gone.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local_addr)
+    }
+}
+
+/// An axum listener that serves TLS: the budget's connections, their
+/// handshakes run in tasks of their own, so that a slow or plaintext
+/// client delays nobody; a failed handshake is logged (debug) and dropped.
+/// Accepting stops when the listener is dropped.
 pub struct TlsListener {
     local_addr: SocketAddr,
-    handshaken: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    handshaken: mpsc::Receiver<(TlsStream<Tracked<TcpStream>>, SocketAddr)>,
 }
 
 impl TlsListener {
-    pub fn new(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
+    pub fn new(
+        listener: TcpListener,
+        config: Arc<rustls::ServerConfig>,
+        budget: &ConnectionBudget,
+    ) -> std::io::Result<Self> {
         let local_addr = listener.local_addr()?;
         let (done, handshaken) = mpsc::channel(64);
-        tokio::spawn(accept(listener, TlsAcceptor::from(config), done));
+        let accepted = budget.accept(listener);
+        tokio::spawn(handshake(accepted, TlsAcceptor::from(config), done));
         Ok(Self {
             local_addr,
             handshaken,
@@ -43,26 +80,17 @@ impl TlsListener {
     }
 }
 
-async fn accept(
-    listener: TcpListener,
+async fn handshake(
+    mut accepted: mpsc::Receiver<(Tracked<TcpStream>, SocketAddr)>,
     acceptor: TlsAcceptor,
-    done: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+    done: mpsc::Sender<(TlsStream<Tracked<TcpStream>>, SocketAddr)>,
 ) {
     loop {
-        let accepted = tokio::select! {
+        let next = tokio::select! {
             () = done.closed() => return,
-            accepted = listener.accept() => accepted,
+            next = accepted.recv() => next,
         };
-        let (tcp, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors, say: wait rather than spin.
-                tracing::warn!(error = %e, "cannot accept a connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
+        let Some((tcp, peer)) = next else { return };
         let acceptor = acceptor.clone();
         let done = done.clone();
         tokio::spawn(async move {
@@ -78,7 +106,7 @@ async fn accept(
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = TlsStream<Tracked<TcpStream>>;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {

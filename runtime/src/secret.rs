@@ -22,6 +22,12 @@ pub enum SecretFileError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{setting}: cannot create {path}: {source}")]
+    Create {
+        setting: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{setting}: {path} is empty")]
     Empty { setting: String, path: PathBuf },
 }
@@ -60,6 +66,26 @@ impl Secret {
             });
         }
         Ok(secret)
+    }
+
+    /// The token in `path` (see [`read_file`](Self::read_file)); when no
+    /// file is there, a new random token (256 bits, hex) is written first,
+    /// 0600 in a 0700 directory ([`crate::private::create_new`]): the
+    /// engine and the API of one machine both call this on the same file,
+    /// whichever starts first makes it, and both then read the same token.
+    pub fn read_or_create_file(setting: &str, path: &Path) -> Result<Self, SecretFileError> {
+        if !path.exists() {
+            let token: [u8; 32] = rand::random();
+            let hex: String = token.iter().map(|b| format!("{b:02x}")).collect();
+            crate::private::create_new(path, format!("{hex}\n").as_bytes()).map_err(|source| {
+                SecretFileError::Create {
+                    setting: setting.to_owned(),
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
+        }
+        Self::read_file(setting, path)
     }
 
     /// Whether `presented` is this secret, in time that does not depend on
@@ -130,5 +156,20 @@ mod tests {
         assert!(err.to_string().contains("link.token_file"), "{err}");
         let err = Secret::read_file("link.token_file", &dir.path().join("none")).unwrap_err();
         assert!(err.to_string().contains("cannot read"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_token_is_made_once_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/link-token");
+        let made = Secret::read_or_create_file("link.token_file", &path).unwrap();
+        assert_eq!(made.expose().len(), 64);
+        let again = Secret::read_or_create_file("dispatch.engine_token_file", &path).unwrap();
+        assert_eq!(made, again, "the second reader gets the same token");
+        assert_eq!(crate::private::mode_of(&path).unwrap(), 0o600);
+        assert_eq!(
+            crate::private::mode_of(&dir.path().join("state")).unwrap(),
+            0o700
+        );
     }
 }

@@ -153,8 +153,12 @@ impl Telemetry {
 
     /// Serves `GET /metrics` on `addr` until the process ends; returns the
     /// bound address.
-    pub async fn serve_prometheus(&self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
-        serve_registry(self.registry.clone(), addr).await
+    pub async fn serve_prometheus(
+        &self,
+        addr: SocketAddr,
+        budget: &crate::connections::ConnectionBudget,
+    ) -> std::io::Result<SocketAddr> {
+        serve_registry(self.registry.clone(), addr, budget).await
     }
 
     /// Flushes and stops the exporters (blocking: run it off the runtime's
@@ -337,25 +341,35 @@ pub fn render(registry: &prometheus::Registry) -> String {
 pub async fn serve_registry(
     registry: prometheus::Registry,
     addr: SocketAddr,
+    budget: &crate::connections::ConnectionBudget,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let registry = registry.clone();
-            async move {
-                (
-                    [(
-                        axum::http::header::CONTENT_TYPE,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                    )],
-                    render(&registry),
-                )
-            }
-        }),
+    // Within the process's connection budget, like every other port.
+    // (The tap only gives axum the peer's address.)
+    let listener = axum::serve::ListenerExt::tap_io(
+        crate::listen::PlainListener::new(listener, budget)?,
+        |_| {},
     );
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let registry = registry.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        render(&registry),
+                    )
+                }
+            }),
+        )
+        .layer(crate::connections::ServedLayer::new(budget.clone()));
     tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         if let Err(e) = axum::serve(listener, app).await {
             tracing::warn!(error = %e, "the metrics endpoint stopped");
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use instanceha_api::config::Settings as ApiSettings;
 use instanceha_engine::config::Settings as EngineSettings;
 use instanceha_proto::v1 as pb;
+use instanceha_runtime::clock::Clock;
 use openstack_sim::scenario::{HostSpec, InstanceGroupSpec};
 use openstack_sim::{Scenario, Sim};
 use pb::host_service_client::HostServiceClient;
@@ -18,6 +19,7 @@ use pb::vmove_service_client::VmoveServiceClient;
 use tonic::transport::Channel;
 
 use crate::check::assert_honest;
+use crate::eventually;
 use crate::process::{Process, start_api, start_engine};
 use crate::settings::{api_for, engine_for, loopback, quick_api, quick_engine};
 
@@ -206,8 +208,11 @@ impl Cloud {
             .count()
     }
 
-    pub async fn notification(&mut self, id: &str) -> pb::Notification {
+    /// (Through a clone of the client, so that a check of `eventually` may
+    /// call it.)
+    pub async fn notification(&self, id: &str) -> pb::Notification {
         self.notifications
+            .clone()
             .get_notification(pb::GetNotificationRequest { id: id.into() })
             .await
             .unwrap()
@@ -216,25 +221,7 @@ impl Cloud {
 
     /// Waits until the notification is finished, failed or ignored.
     pub async fn terminal(&mut self, id: &str, within: Duration) -> pb::Notification {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let n = self.notification(id).await;
-            let status = pb::NotificationStatus::try_from(n.status).unwrap();
-            if matches!(
-                status,
-                pb::NotificationStatus::Finished
-                    | pb::NotificationStatus::Failed
-                    | pb::NotificationStatus::Ignored
-            ) {
-                return n;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "notification still {status:?} after {within:?}: {}",
-                n.message
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        until_terminal(&self.notifications, id, within, Duration::from_millis(25)).await
     }
 
     /// Reports `host` failed (fenced), waits for the notification's end and
@@ -251,8 +238,10 @@ impl Cloud {
         (n, vmoves)
     }
 
-    pub async fn vmoves(&mut self, notification: &str) -> Vec<pb::Vmove> {
+    /// (Through a clone of the client, as [`Cloud::notification`].)
+    pub async fn vmoves(&self, notification: &str) -> Vec<pb::Vmove> {
         self.vmoves
+            .clone()
             .list_vmoves(pb::ListVmovesRequest {
                 notification_id: notification.into(),
                 page_size: 1000,
@@ -265,7 +254,7 @@ impl Cloud {
     }
 
     /// The vmove of the server named `name`.
-    pub async fn vmove_of(&mut self, notification: &str, name: &str) -> pb::Vmove {
+    pub async fn vmove_of(&self, notification: &str, name: &str) -> pb::Vmove {
         self.vmoves(notification)
             .await
             .into_iter()
@@ -349,12 +338,42 @@ pub async fn connect(addr: SocketAddr) -> Channel {
         .expect("connect to the API")
 }
 
+/// The system's time of day, on the wire.
 pub fn now() -> prost_types::Timestamp {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    prost_types::Timestamp {
-        seconds: now.as_secs() as i64,
-        nanos: now.subsec_nanos() as i32,
-    }
+    instanceha_proto::time::timestamp(Clock::system().now())
+}
+
+/// Waits until notification `id` is finished, failed or ignored, asking
+/// the API every `every`; panics after `within` with its last status and
+/// message.
+pub async fn until_terminal(
+    notifications: &NotificationServiceClient<Channel>,
+    id: &str,
+    within: Duration,
+    every: Duration,
+) -> pb::Notification {
+    let what = format!("notification {id} to end");
+    eventually(&what, within, every, || {
+        let mut notifications = notifications.clone();
+        let id = id.to_owned();
+        async move {
+            let n = notifications
+                .get_notification(pb::GetNotificationRequest { id })
+                .await
+                .expect("the api answers")
+                .into_inner();
+            let status = pb::NotificationStatus::try_from(n.status).unwrap();
+            if matches!(
+                status,
+                pb::NotificationStatus::Finished
+                    | pb::NotificationStatus::Failed
+                    | pb::NotificationStatus::Ignored
+            ) {
+                Ok(n)
+            } else {
+                Err(format!("{status:?}: {}", n.message))
+            }
+        }
+    })
+    .await
 }

@@ -12,11 +12,22 @@
 //!   what tests ask of them (report a failure, wait for the end).
 //! * [`check`]: the invariants every terminal notification must hold.
 //! * `pki` (the `pki` feature): a CA and certificates for TLS tests.
+//! * [`eventually()`]: the one way a test waits for what it expects. It is
+//!   all that is left without the default `system` feature, for the tests
+//!   of crates the services are built on.
 
+#[cfg(feature = "system")]
 pub mod check;
+#[cfg(feature = "system")]
 pub mod cloud;
+pub mod eventually;
 #[cfg(feature = "pki")]
 pub mod pki;
+#[cfg(feature = "system")]
 pub mod process;
+#[cfg(feature = "system")]
 pub mod settings;
+#[cfg(feature = "system")]
 pub mod telemetry;
+
+pub use eventually::eventually;

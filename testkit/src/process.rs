@@ -151,6 +151,7 @@ pub async fn start_engine(settings: EngineSettings) -> Result<Process, StartErro
                     server
                         .with_tls(tls)
                         .with_link_token(link_token)
+                        .with_connections(&settings.connections)
                         .with_token_warm_up(warm_up)
                 })
                 .map_err(|e| e.to_string())
@@ -188,7 +189,7 @@ pub async fn start_api(settings: ApiSettings) -> Result<Process, StartError> {
     let (tx, rx) = oneshot::channel();
     let (control, stopping) = control();
     runtime.spawn(async move {
-        match instanceha_api::server::Server::bind(&settings).await {
+        match bind_api(&settings).await {
             Ok(server) => {
                 let _ = tx.send(Ok((server.local_addr(), server.rest_addr())));
                 let signal = async {
@@ -204,9 +205,37 @@ pub async fn start_api(settings: ApiSettings) -> Result<Process, StartError> {
             }
         }
     });
-    let (addr, rest_addr) = rx
+    let started = rx
         .await
-        .map_err(|_| fail("its runtime stopped".to_owned()))?
-        .map_err(fail)?;
-    Ok(Process::new(runtime, addr, rest_addr, control))
+        .map_err(|_| fail("its runtime stopped".to_owned()))
+        .and_then(|bound| bound.map_err(fail));
+    match started {
+        Ok((addr, rest_addr)) => Ok(Process::new(runtime, addr, rest_addr, control)),
+        Err(e) => {
+            // Not dropped here: dropping a runtime blocks, which an async
+            // caller may not.
+            runtime.shutdown_background();
+            Err(e)
+        }
+    }
+}
+
+/// Binds the API, waiting a little for its address while a killed API of
+/// the same address is still being torn down (a killed service's runtime
+/// drops its listeners in the background).
+async fn bind_api(
+    settings: &ApiSettings,
+) -> Result<instanceha_api::server::Server, instanceha_api::server::Error> {
+    let mut tries = 0;
+    loop {
+        match instanceha_api::server::Server::bind(settings).await {
+            Err(instanceha_api::server::Error::Bind { source, .. })
+                if source.kind() == std::io::ErrorKind::AddrInUse && tries < 50 =>
+            {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            bound => return bound,
+        }
+    }
 }

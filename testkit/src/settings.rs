@@ -21,6 +21,23 @@ pub fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
+/// The engine link's token for the services this process starts: one
+/// file, 0600 in a private directory under the temporary directory, made
+/// on first use (the engine refuses a `Recover` without it, wherever it
+/// listens; the API presents it).
+pub fn link_token_file() -> std::path::PathBuf {
+    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = std::env::temp_dir()
+            .join("instanceha-testkit")
+            .join(instanceha_runtime::state::LINK_TOKEN_FILE);
+        Secret::read_or_create_file("link.token_file", &path)
+            .expect("the test link token can be made");
+        path
+    })
+    .clone()
+}
+
 /// The simulator's user `name` in project `project` (password `secret`).
 pub fn sim_user(sim: &Sim, name: &str, project: &str) -> AuthSettings {
     AuthSettings {
@@ -34,7 +51,8 @@ pub fn sim_user(sim: &Sim, name: &str, project: &str) -> AuthSettings {
     }
 }
 
-/// The engine's defaults, against `sim`.
+/// The engine's defaults, against `sim`, taking the link token of
+/// [`link_token_file`].
 pub fn engine_for(sim: &Sim) -> EngineSettings {
     let mut settings = EngineSettings {
         listen: loopback(),
@@ -43,11 +61,13 @@ pub fn engine_for(sim: &Sim) -> EngineSettings {
     settings.openstack.auth = sim_user(sim, "admin", "admin");
     settings.openstack.service_auth = Some(sim_user(sim, "nova", "service"));
     settings.openstack.interfaces = vec!["public".to_owned()];
+    settings.link.token_file = Some(link_token_file());
     settings
 }
 
 /// The API's defaults on `database_url`, dispatching to the engine at
-/// `engine`, without authentication; the REST facade on port 0 (runs side
+/// `engine` with the link token ([`link_token_file`]), without
+/// authentication; the REST facade on port 0 (runs side
 /// by side would collide on Masakari's fixed port).
 pub fn api_for(database_url: &str, engine: SocketAddr) -> ApiSettings {
     let mut settings = ApiSettings {
@@ -59,6 +79,7 @@ pub fn api_for(database_url: &str, engine: SocketAddr) -> ApiSettings {
     settings.auth.mode = AuthMode::None;
     settings.dispatch.engine_url = format!("http://{engine}");
     settings.dispatch.replica_id = Some("api-test".to_owned());
+    settings.dispatch.engine_token_file = Some(link_token_file());
     settings
 }
 

@@ -14,7 +14,9 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::membership::{Heartbeat, Membership};
+use instanceha_runtime::clock::Clock;
+
+use super::membership::{Heartbeat, Marks, Membership, within_skew};
 use super::{Detector, Error, View};
 use crate::credentials::Secret;
 
@@ -70,6 +72,69 @@ pub struct HeartbeatDetector {
     received: mpsc::Receiver<(Heartbeat, Instant)>,
     readers: Vec<tokio::task::JoinHandle<()>>,
     key: Option<Arc<[u8]>>,
+    replay: ReplayGuard,
+}
+
+/// What keeps recorded heartbeats from being taken as new: the time each
+/// carries, and the marks kept across restarts.
+#[derive(Debug)]
+pub struct ReplayGuard {
+    /// How far a heartbeat's time may be from this host's clock.
+    pub max_clock_skew: Duration,
+    /// Where the marks are kept (`None`: not kept).
+    pub state_file: Option<std::path::PathBuf>,
+    pub clock: Clock,
+    saved: Option<Marks>,
+    dropped: u64,
+}
+
+impl ReplayGuard {
+    pub fn new(max_clock_skew: Duration, state_file: Option<std::path::PathBuf>) -> Self {
+        Self {
+            max_clock_skew,
+            state_file,
+            clock: Clock::system(),
+            saved: None,
+            dropped: 0,
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now().timestamp_millis()
+    }
+
+    /// The marks of the last run, if any were kept.
+    fn load(&mut self) -> Option<Marks> {
+        let path = self.state_file.as_ref()?;
+        let text = std::fs::read(path).ok()?;
+        match serde_json::from_slice::<Marks>(&text) {
+            Ok(marks) => {
+                self.saved = Some(marks.clone());
+                Some(marks)
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read the heartbeat marks: starting without");
+                None
+            }
+        }
+    }
+
+    /// Keeps `marks` when they changed.
+    fn save(&mut self, marks: Marks) {
+        let Some(path) = &self.state_file else { return };
+        if self.saved.as_ref() == Some(&marks) {
+            return;
+        }
+        let Ok(json) = serde_json::to_vec(&marks) else {
+            return;
+        };
+        match instanceha_runtime::private::replace(path, &json) {
+            Ok(()) => self.saved = Some(marks),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot keep the heartbeat marks")
+            }
+        }
+    }
 }
 
 impl Drop for HeartbeatDetector {
@@ -89,7 +154,12 @@ impl HeartbeatDetector {
         peers: Vec<PeerAddresses>,
         interval: Duration,
         key: Option<Secret>,
+        mut replay: ReplayGuard,
     ) -> Result<Self, Error> {
+        let mut membership = membership;
+        if let Some(marks) = replay.load() {
+            membership.restore(&marks);
+        }
         let key: Option<Arc<[u8]>> = key.map(|k| Arc::from(k.expose().as_bytes()));
         let mut sockets = Vec::new();
         for addr in std::iter::once(listen).chain(second_listen) {
@@ -141,7 +211,22 @@ impl HeartbeatDetector {
             received,
             readers,
             key,
+            replay,
         })
+    }
+
+    /// Takes a received heartbeat, unless it was sent too far from now.
+    fn take(&mut self, hb: Heartbeat, at: Instant) {
+        let now = self.replay.now_ms();
+        if !within_skew(hb.sent_at, now, self.replay.max_clock_skew) {
+            self.replay.dropped += 1;
+            // A flood of replays must not flood the log.
+            if self.replay.dropped % 100 == 1 {
+                tracing::warn!(peer = %hb.from, skew_ms = now - hb.sent_at, dropped = self.replay.dropped, "heartbeat dropped: sent further from this host's clock than host.heartbeat.max_clock_skew (a replay, or clocks out of sync)");
+            }
+            return;
+        }
+        self.membership.receive(hb, at);
     }
 
     /// Where heartbeats are received (the first network's address first).
@@ -171,7 +256,8 @@ impl HeartbeatDetector {
     }
 
     async fn send(&mut self, now: Instant) {
-        let hb = self.membership.heartbeat(now);
+        let mut hb = self.membership.heartbeat(now);
+        hb.sent_at = self.replay.now_ms();
         let Ok(body) = serde_json::to_vec(&hb) else {
             return;
         };
@@ -203,14 +289,16 @@ impl Detector for HeartbeatDetector {
         loop {
             tokio::select! {
                 Some((hb, at)) = self.received.recv() => {
-                    self.membership.receive(hb, at);
+                    self.take(hb, at);
                 }
                 _ = self.interval.tick() => {
                     let now = Instant::now();
                     // Take what arrived meanwhile before judging anyone.
                     while let Ok((hb, at)) = self.received.try_recv() {
-                        self.membership.receive(hb, at);
+                        self.take(hb, at);
                     }
+                    let marks = self.membership.marks();
+                    self.replay.save(marks);
                     if let Some(stall) = self.membership.tick(now, self.period) {
                         tracing::warn!(stall = ?stall, "this agent stalled: the peers' silence meanwhile is forgiven");
                     }

@@ -60,7 +60,23 @@ pub struct Heartbeat {
     pub suspects: Vec<String>,
     /// Incidents (host, incarnation) the sender reported.
     pub handled: Vec<(String, String)>,
+    /// When it was sent, in milliseconds since the epoch (0 from an agent
+    /// that does not say: never within the window).
+    #[serde(default)]
+    pub sent_at: i64,
 }
+
+/// Whether a heartbeat sent at `sent_at` (ms since the epoch) is fresh at
+/// `now` (the same), within `max_skew` either way: a replay of an older
+/// one is not, whatever this agent remembers.
+pub fn within_skew(sent_at: i64, now: i64, max_skew: Duration) -> bool {
+    let skew = i64::try_from(max_skew.as_millis()).unwrap_or(i64::MAX);
+    now.abs_diff(sent_at) <= skew.unsigned_abs()
+}
+
+/// The last heartbeat taken from a peer: its incarnation and number, kept
+/// across this agent's restarts.
+pub type Marks = BTreeMap<String, (String, u64)>;
 
 #[derive(Clone, Debug, Default)]
 struct Peer {
@@ -116,6 +132,25 @@ impl Membership {
 
     pub fn me(&self) -> &str {
         &self.me
+    }
+
+    /// The last heartbeat taken from each peer.
+    pub fn marks(&self) -> Marks {
+        self.peers
+            .iter()
+            .filter_map(|(name, p)| Some((name.clone(), (p.incarnation.clone()?, p.last_seq))))
+            .collect()
+    }
+
+    /// Takes back the marks of an earlier run: heartbeats up to them are
+    /// not new. No peer counts as heard for it.
+    pub fn restore(&mut self, marks: &Marks) {
+        for (name, (incarnation, seq)) in marks {
+            if let Some(peer) = self.peers.get_mut(name) {
+                peer.incarnation = Some(incarnation.clone());
+                peer.last_seq = *seq;
+            }
+        }
     }
 
     /// Members needed for a quorum: more than half of the segment.
@@ -260,6 +295,7 @@ impl Membership {
             seq: self.seq,
             suspects: self.suspects(now).into_iter().collect(),
             handled: self.handled.iter().cloned().collect(),
+            sent_at: 0,
         }
     }
 }
@@ -361,6 +397,7 @@ mod tests {
                     seq: 1,
                     suspects: vec![],
                     handled: vec![],
+                    sent_at: 0,
                 },
                 start,
             );
@@ -392,6 +429,7 @@ mod tests {
             seq,
             suspects: vec![],
             handled: vec![],
+            sent_at: 0,
         };
         let t0 = Instant::now();
         assert!(m.receive(hb("2000-b", 5), t0));
@@ -409,6 +447,49 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_after_a_restart_is_not_proof_of_life() {
+        let hb = |seq: u64| Heartbeat {
+            v: 1,
+            segment: "seg".into(),
+            from: "compute-2".into(),
+            incarnation: "2000-b".into(),
+            seq,
+            suspects: vec![],
+            handled: vec![],
+            sent_at: 0,
+        };
+        let t0 = Instant::now();
+        let mut before = Membership::new("compute-1", "seg", "i", names(3), WINDOW);
+        for seq in 1..=5 {
+            assert!(before.receive(hb(seq), t0));
+        }
+        // This agent restarts with what it kept; the peer is dead.
+        let mut after = Membership::new("compute-1", "seg", "j", names(3), WINDOW);
+        after.restore(&before.marks());
+        assert!(
+            !after.reachable(t0).contains("compute-2"),
+            "restored marks hear no one"
+        );
+        for seq in 1..=5 {
+            assert!(!after.receive(hb(seq), t0), "replayed heartbeat {seq}");
+        }
+        assert!(!after.view(t0).alive.contains("compute-2"));
+        assert!(after.receive(hb(6), t0), "a new one is taken");
+    }
+
+    #[test]
+    fn only_heartbeats_sent_within_the_skew_are_fresh() {
+        let skew = Duration::from_secs(2);
+        let now = 1_700_000_000_000;
+        assert!(within_skew(now, now, skew));
+        assert!(within_skew(now - 2000, now, skew));
+        assert!(within_skew(now + 2000, now, skew));
+        assert!(!within_skew(now - 2001, now, skew), "recorded earlier");
+        assert!(!within_skew(now + 2001, now, skew), "a clock ahead");
+        assert!(!within_skew(0, now, skew), "no time at all");
+    }
+
+    #[test]
     fn other_segments_and_strangers_are_ignored() {
         let mut m = Membership::new("compute-1", "seg", "i", names(3), WINDOW);
         let hb = |segment: &str, from: &str| Heartbeat {
@@ -419,6 +500,7 @@ mod tests {
             seq: 1,
             suspects: vec![],
             handled: vec![],
+            sent_at: 0,
         };
         let now = Instant::now();
         assert!(!m.receive(hb("other", "compute-2"), now));

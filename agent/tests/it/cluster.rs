@@ -6,9 +6,10 @@
 use std::time::Duration;
 
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually;
 use nix::sys::signal::Signal;
 
-use crate::support::{self, AgentProcess, Api, ClusterConfig, FakeBmc, Sushy, Tools, eventually};
+use crate::support::{self, AgentProcess, Api, ClusterConfig, FakeBmc, POLL, Sushy, Tools};
 
 const HOSTS: [&str; 3] = ["compute-1", "compute-2", "compute-3"];
 
@@ -30,7 +31,7 @@ impl Cluster {
             "127.0.0.1",
             &[("compute-1", "On"), ("compute-2", "On")],
         );
-        let ipmi = FakeBmc::start(tools);
+        let ipmi = FakeBmc::start(tools).await;
         let redfish_pw =
             support::password_file(dir.path(), "redfish.pw", support::REDFISH_PASSWORD);
         let ipmi_pw = support::password_file(dir.path(), "ipmi.pw", support::IPMI_PASSWORD);
@@ -81,8 +82,9 @@ impl Cluster {
         };
         for agent in &cluster.agents {
             eventually(
-                Duration::from_secs(20),
                 "every agent in a quorate partition",
+                Duration::from_secs(20),
+                POLL,
                 || async { agent.logged("partition has a quorum") },
             )
             .await;
@@ -117,15 +119,13 @@ impl Cluster {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once() {
-    let Some(tools) = Tools::find() else { return };
-    let mut cluster = Cluster::start(&tools).await;
-
-    // SIGSTOP for less than the window: nothing happens.
+/// SIGSTOP for less than the window: nothing happens.
+async fn a_short_stall_is_ignored(cluster: &mut Cluster) {
     cluster.agent("compute-3").signal(Signal::SIGSTOP);
+    // sleep: the stall lasts 2 s, less than `detect_after`.
     tokio::time::sleep(Duration::from_secs(2)).await;
     cluster.agent("compute-3").signal(Signal::SIGCONT);
+    // sleep: long enough for a wrong report to arrive; none may.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
         cluster.api.notifications().await.is_empty(),
@@ -138,6 +138,13 @@ async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once(
         "{}",
         cluster.logs()
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once() {
+    let Some(tools) = Tools::find() else { return };
+    let mut cluster = Cluster::start(&tools).await;
+    a_short_stall_is_ignored(&mut cluster).await;
 
     // SIGKILL compute-2's agent, its BMC powered on: fenced, then reported once.
     assert_eq!(
@@ -149,11 +156,15 @@ async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once(
     );
     let killed_at = tokio::time::Instant::now();
     cluster.agent("compute-2").kill();
-    eventually(Duration::from_secs(45), "compute-2 reported", || async {
-        !cluster.stopped_reports("compute-2").await.is_empty()
-    })
+    eventually(
+        "compute-2 reported",
+        Duration::from_secs(45),
+        POLL,
+        || async { !cluster.stopped_reports("compute-2").await.is_empty() },
+    )
     .await;
     let reported_after = killed_at.elapsed();
+    // sleep: time for a second report to arrive; none may.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let all = cluster.api.notifications().await;
     assert_eq!(
@@ -189,8 +200,9 @@ async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once(
         "the report's trace starts in the agent:\n{reporter}"
     );
     eventually(
-        Duration::from_secs(10),
         "the notification followed",
+        Duration::from_secs(10),
+        POLL,
         || async { cluster.log_of("compute-1").logged("notification watched") },
     )
     .await;
@@ -211,8 +223,9 @@ async fn an_api_outage_during_an_incident_loses_nothing_and_sends_once() {
 
     cluster.agent("compute-3").kill();
     eventually(
-        Duration::from_secs(30),
         "compute-3 fenced and spooled",
+        Duration::from_secs(30),
+        POLL,
         || async { cluster.log_of("compute-1").logged("host failure spooled") },
     )
     .await;
@@ -221,7 +234,7 @@ async fn an_api_outage_during_an_incident_loses_nothing_and_sends_once() {
         "{}",
         cluster.ipmi.power()
     );
-    eventually(Duration::from_secs(10), "a failed send", || async {
+    eventually("a failed send", Duration::from_secs(10), POLL, || async {
         cluster.log_of("compute-1").logged("will retry")
     })
     .await;
@@ -230,6 +243,7 @@ async fn an_api_outage_during_an_incident_loses_nothing_and_sends_once() {
     cluster.agent("compute-1").start();
 
     let down_for = Duration::from_secs(60);
+    // sleep: the API stays down for a minute.
     tokio::time::sleep(down_for.saturating_sub(outage.elapsed())).await;
     assert!(
         !cluster
@@ -238,11 +252,13 @@ async fn an_api_outage_during_an_incident_loses_nothing_and_sends_once() {
     );
     cluster.api.restart().await;
     eventually(
-        Duration::from_secs(20),
         "the spooled report delivered",
+        Duration::from_secs(20),
+        POLL,
         || async { !cluster.stopped_reports("compute-3").await.is_empty() },
     )
     .await;
+    // sleep: time for a second delivery to arrive; none may.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let all = cluster.api.notifications().await;
     assert_eq!(all.len(), 1, "exactly once: {all:?}\n{}", cluster.logs());
@@ -263,6 +279,7 @@ async fn without_a_fencing_device_a_dead_host_is_reported_unknown() {
     api.segment("segment-b", &hosts).await;
     let port = support::free_udp_port("127.0.0.1");
     let token = support::password_file(dir.path(), "token", support::TOKEN);
+    let key = support::password_file(dir.path(), "heartbeat-key", "the segment's key");
     let mut agents: Vec<AgentProcess> = hosts
         .iter()
         .map(|h| {
@@ -270,24 +287,27 @@ async fn without_a_fencing_device_a_dead_host_is_reported_unknown() {
                 "hostname = \"{h}\"\n[api]\nurl = \"{}\"\ntoken_file = \"{}\"\n\
                  [spool]\npath = \"{}/{h}.redb\"\n\
                  [host]\ndriver = \"heartbeat\"\ndetect_after = \"3s\"\n\
-                 [host.heartbeat]\nlisten = \"{h}:{port}\"\ninterval = \"500ms\"\nsegment = \"segment-b\"\npeer_port = {port}\n",
+                 [host.heartbeat]\nlisten = \"{h}:{port}\"\ninterval = \"500ms\"\nsegment = \"segment-b\"\npeer_port = {port}\n\
+                 key = {{ file = \"{}\" }}\n",
                 api.url(),
                 token.display(),
-                dir.path().display()
+                dir.path().display(),
+                key.display()
             );
             AgentProcess::spawn(dir.path(), h, &config, None)
         })
         .collect();
     for agent in &agents {
         eventually(
-            Duration::from_secs(20),
             "a quorum from the API's host list",
+            Duration::from_secs(20),
+            POLL,
             || async { agent.logged("partition has a quorum") },
         )
         .await;
     }
     agents[2].kill();
-    eventually(Duration::from_secs(30), "the report", || async {
+    eventually("the report", Duration::from_secs(30), POLL, || async {
         !api.notifications().await.is_empty()
     })
     .await;

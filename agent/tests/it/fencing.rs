@@ -87,7 +87,7 @@ async fn redfish_force_off_is_confirmed_by_reading_the_power_state() {
 #[tokio::test(flavor = "multi_thread")]
 async fn ipmi_power_off_is_confirmed_through_ipmitool() {
     let Some(tools) = Tools::find() else { return };
-    let bmc = FakeBmc::start(&tools);
+    let bmc = FakeBmc::start(&tools).await;
     assert!(bmc.power().contains("on"), "{}", bmc.power());
     let dir = tempfile::tempdir().unwrap();
     let good = CredentialSource {

@@ -5,10 +5,13 @@
 //! BMCs: the majority (compute-2, -3) must fence and report it, once, and
 //! compute-1, the lowest name and so the usual reporter, must do nothing.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{self, AgentProcess, Api, ClusterConfig, Sushy, Tools, eventually};
+use instanceha_testkit::eventually;
+
+use crate::support::{self, AgentProcess, Api, ClusterConfig, POLL, Sushy, Tools};
 
 const HOSTS: [&str; 3] = ["compute-1", "compute-2", "compute-3"];
 
@@ -134,6 +137,22 @@ impl Drop for Lab {
     }
 }
 
+/// The `[fencing]` table: every host's Redfish system on `sushy`, the
+/// password in the file `password`.
+fn redfish_fencing(sushy: &Sushy, password: &Path) -> String {
+    let mut fencing = String::from("[fencing]\ntimeout = \"30s\"\npoll_interval = \"250ms\"\n");
+    for (i, host) in HOSTS.iter().enumerate() {
+        fencing.push_str(&format!(
+            "[fencing.devices.{host}]\ndriver = \"redfish\"\nurl = \"{}\"\nsystem = \"00000000-0000-4000-8000-{i:012}\"\n\
+             username = \"{}\"\npassword = {{ file = \"{}\" }}\n",
+            sushy.url,
+            support::REDFISH_USER,
+            password.display()
+        ));
+    }
+    fencing
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing() {
     let Some(tools) = Tools::find() else { return };
@@ -158,16 +177,7 @@ async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing(
         ],
     );
     let pw = support::password_file(dir.path(), "redfish.pw", support::REDFISH_PASSWORD);
-    let mut fencing = String::from("[fencing]\ntimeout = \"30s\"\npoll_interval = \"250ms\"\n");
-    for (i, host) in HOSTS.iter().enumerate() {
-        fencing.push_str(&format!(
-            "[fencing.devices.{host}]\ndriver = \"redfish\"\nurl = \"{}\"\nsystem = \"00000000-0000-4000-8000-{i:012}\"\n\
-             username = \"{}\"\npassword = {{ file = \"{}\" }}\n",
-            sushy.url,
-            support::REDFISH_USER,
-            pw.display()
-        ));
-    }
+    let fencing = redfish_fencing(&sushy, &pw);
     let members: Vec<(String, String)> = HOSTS
         .iter()
         .enumerate()
@@ -194,9 +204,12 @@ async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing(
         })
         .collect();
     for agent in &agents {
-        eventually(Duration::from_secs(20), "a quorum everywhere", || async {
-            agent.logged("partition has a quorum")
-        })
+        eventually(
+            "a quorum everywhere",
+            Duration::from_secs(20),
+            POLL,
+            || async { agent.logged("partition has a quorum") },
+        )
         .await;
     }
     let logs = || {
@@ -208,8 +221,9 @@ async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing(
 
     lab.heartbeat_link(1, false);
     eventually(
-        Duration::from_secs(45),
         "compute-1 reported by the majority",
+        Duration::from_secs(45),
+        POLL,
         || async {
             api.notifications()
                 .await
@@ -219,11 +233,13 @@ async fn the_majority_fences_and_reports_the_isolated_member_which_does_nothing(
     )
     .await;
     eventually(
-        Duration::from_secs(10),
         "compute-1 knows it is alone",
+        Duration::from_secs(10),
+        POLL,
         || async { agents[0].logged("no quorum") },
     )
     .await;
+    // sleep: time for a report from the isolated member to arrive; none may.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let all = api.notifications().await;
     assert_eq!(all.len(), 1, "{all:?}\n{}", logs());

@@ -5,7 +5,17 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{self, AgentProcess, Api, Reaped, eventually};
+use instanceha_testkit::eventually;
+
+use crate::support::{self, AgentProcess, Api, POLL, Reaped};
+
+/// Whether the API holds a report of the process `event`.
+async fn reported(api: &Api, event: &str) -> bool {
+    api.notifications()
+        .await
+        .iter()
+        .any(|n| n.payload.get("event").map(String::as_str) == Some(event))
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_that_stays_down_is_reported_stopped_then_started() {
@@ -46,22 +56,21 @@ async fn a_process_that_stays_down_is_reported_stopped_then_started() {
         list.display()
     );
     let agent = AgentProcess::spawn(dir.path(), "compute-p", &config, None);
-    eventually(Duration::from_secs(10), "the process watched", || async {
-        agent.logged("watching process")
-    })
+    eventually(
+        "the process watched",
+        Duration::from_secs(10),
+        POLL,
+        || async { agent.logged("watching process") },
+    )
     .await;
     let _ = watched.0.kill();
     let _ = watched.0.wait();
     let died = tokio::time::Instant::now();
     eventually(
-        Duration::from_secs(20),
         "PROCESS STOPPED stored",
-        || async {
-            api.notifications()
-                .await
-                .iter()
-                .any(|n| n.payload.get("event").map(String::as_str) == Some("STOPPED"))
-        },
+        Duration::from_secs(20),
+        POLL,
+        || reported(&api, "STOPPED"),
     )
     .await;
     let took = died.elapsed();
@@ -80,14 +89,10 @@ async fn a_process_that_stays_down_is_reported_stopped_then_started() {
 
     watched = start();
     eventually(
-        Duration::from_secs(10),
         "PROCESS STARTED stored",
-        || async {
-            api.notifications()
-                .await
-                .iter()
-                .any(|n| n.payload.get("event").map(String::as_str) == Some("STARTED"))
-        },
+        Duration::from_secs(10),
+        POLL,
+        || reported(&api, "STARTED"),
     )
     .await;
     drop(watched);

@@ -14,6 +14,7 @@ use std::time::Duration;
 use instanceha_api::config::Settings as ApiSettings;
 use instanceha_api::server::Server;
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually::{eventually, until};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pb::notification_service_client::NotificationServiceClient;
@@ -201,7 +202,7 @@ pub struct FakeBmc {
 }
 
 impl FakeBmc {
-    pub fn start(tools: &Tools) -> Self {
+    pub async fn start(tools: &Tools) -> Self {
         let port = free_udp_port("0.0.0.0");
         let child = Command::new(tools.bin.join("fakebmc"))
             .args(["--port", &port.to_string()])
@@ -214,13 +215,14 @@ impl FakeBmc {
             _child: Reaped(child),
             port,
         };
-        for _ in 0..50 {
-            if bmc.ipmitool(&["chassis", "power", "on"]).is_some() {
-                return bmc;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("fakebmc does not answer on port {port}");
+        eventually(
+            &format!("fakebmc to answer on port {port}"),
+            Duration::from_secs(5),
+            Duration::from_millis(100),
+            || async { bmc.ipmitool(&["chassis", "power", "on"]).is_some() },
+        )
+        .await;
+        bmc
     }
 
     pub fn ipmitool(&self, args: &[&str]) -> Option<String> {
@@ -325,12 +327,14 @@ impl Api {
     /// Serves again on the same port and database.
     pub async fn restart(&mut self) {
         let addr = self.addr;
-        for _ in 0..50 {
-            if std::net::TcpListener::bind(addr).is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        // The port may take a moment to be free again; `serve` says so if
+        // it never is.
+        let _ = until(
+            Duration::from_secs(5),
+            Duration::from_millis(100),
+            || async { std::net::TcpListener::bind(addr).is_ok() },
+        )
+        .await;
         self.serve(addr).await;
     }
 
@@ -494,24 +498,8 @@ impl Drop for AgentProcess {
     }
 }
 
-/// Polls `check` every 200 ms until it holds or `limit` passes.
-pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+/// How often the agent tests look again at what they wait for.
+pub const POLL: Duration = Duration::from_millis(200);
 
 /// The TOML of one agent of a heartbeat segment.
 pub struct ClusterConfig<'a> {

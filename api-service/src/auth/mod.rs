@@ -5,6 +5,7 @@
 
 mod keystone;
 mod operation;
+mod policy;
 mod static_tokens;
 
 use std::collections::BTreeSet;
@@ -17,7 +18,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use keystone::KeystoneValidator;
-pub use operation::{Operation, grpc_action};
+pub use operation::{GrpcCall, Operation, grpc_call};
+pub use policy::{Policy, default_roles};
 pub use static_tokens::{StaticTokens, token_sha256};
 
 use openstack_client::credentials::AuthSettings as KeystoneCredentials;
@@ -36,6 +38,19 @@ pub enum Role {
     Reader,
 }
 
+impl TryFrom<&str> for Role {
+    type Error = ();
+
+    fn try_from(name: &str) -> Result<Self, ()> {
+        match name {
+            "admin" => Ok(Self::Admin),
+            "monitoring_agent" => Ok(Self::MonitoringAgent),
+            "reader" => Ok(Self::Reader),
+            _ => Err(()),
+        }
+    }
+}
+
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -46,7 +61,8 @@ impl fmt::Display for Role {
     }
 }
 
-/// What a call does, for the permission check.
+/// What a call does: its default rule (`policy::default_roles`), and
+/// whether it counts against a caller's reports budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Get, list or watch anything.
@@ -67,15 +83,6 @@ impl fmt::Display for Action {
     }
 }
 
-/// The roles allowed to do `action`.
-pub fn roles_allowed(action: Action) -> &'static [Role] {
-    match action {
-        Action::Read => &[Role::Admin, Role::MonitoringAgent, Role::Reader],
-        Action::CreateNotification => &[Role::Admin, Role::MonitoringAgent],
-        Action::Administer => &[Role::Admin],
-    }
-}
-
 /// An authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
@@ -86,12 +93,6 @@ pub struct Principal {
     pub roles: BTreeSet<Role>,
 }
 
-impl Principal {
-    pub fn may(&self, action: Action) -> bool {
-        roles_allowed(action).iter().any(|r| self.roles.contains(r))
-    }
-}
-
 /// Why a call is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -99,10 +100,10 @@ pub enum AuthError {
     Missing,
     #[error("the token is not valid (expired, revoked or unknown)")]
     Invalid,
-    #[error("{who} may not {action} (needs one of the roles: {needed})")]
+    #[error("{who} may not call {operation} (needs one of the roles: {needed})")]
     Forbidden {
         who: String,
-        action: Action,
+        operation: String,
         needed: String,
     },
     /// Keystone could not be asked: fail closed.
@@ -127,6 +128,13 @@ pub struct AuthSettings {
     /// (never past its expiry).
     #[serde(with = "humantime_serde")]
     pub cache_ttl: Duration,
+    /// For `keystone`: how long a token Keystone refused is refused
+    /// without asking it again.
+    #[serde(with = "humantime_serde")]
+    pub negative_cache_ttl: Duration,
+    /// A TOML file overriding who may call each operation (`auth::policy`:
+    /// `ListSegments = ["admin", "reader"]`); checked at start.
+    pub policy_file: Option<PathBuf>,
 }
 
 impl Default for AuthSettings {
@@ -137,6 +145,8 @@ impl Default for AuthSettings {
             keystone: KeystoneCredentials::default(),
             roles: RoleNames::default(),
             cache_ttl: Duration::from_secs(300),
+            negative_cache_ttl: Duration::from_secs(10),
+            policy_file: None,
         }
     }
 }
@@ -151,7 +161,10 @@ pub enum AuthMode {
     None,
 }
 
-/// Keystone role names for each role.
+/// Keystone role names for each role. No Keystone role grants the reader
+/// role by default: Keystone's default roles imply admin ⊃ member ⊃
+/// reader, so `reader` would let every project member read every tenant's
+/// hosts, notifications and instances.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoleNames {
@@ -165,7 +178,7 @@ impl Default for RoleNames {
         Self {
             admin: vec!["admin".to_owned()],
             monitoring_agent: vec!["instanceha_agent".to_owned()],
-            reader: vec!["reader".to_owned()],
+            reader: Vec::new(),
         }
     }
 }
@@ -196,6 +209,7 @@ impl RoleNames {
 #[derive(Clone, Debug)]
 pub struct Guard {
     mode: Arc<GuardMode>,
+    policy: Arc<Policy>,
     limiter: Option<RateLimiter>,
 }
 
@@ -231,6 +245,8 @@ pub enum ConfigError {
         "auth.keystone: {0} (the API's own credentials, to validate callers' tokens; or set auth.mode = \"static\" or \"none\")"
     )]
     Keystone(String),
+    #[error("auth.policy_file {path}: {reason}")]
+    PolicyFile { path: String, reason: String },
 }
 
 impl Guard {
@@ -251,8 +267,13 @@ impl Guard {
             }
             AuthMode::Keystone => GuardMode::Keystone(Box::new(KeystoneValidator::new(settings)?)),
         };
+        let policy = match &settings.policy_file {
+            Some(path) => Policy::load(path)?,
+            None => Policy::default(),
+        };
         Ok(Self {
             mode: Arc::new(mode),
+            policy: Arc::new(policy),
             limiter: None,
         })
     }
@@ -261,6 +282,7 @@ impl Guard {
     pub fn open() -> Self {
         Self {
             mode: Arc::new(GuardMode::Open),
+            policy: Arc::default(),
             limiter: None,
         }
     }
@@ -268,6 +290,7 @@ impl Guard {
     pub fn static_tokens(tokens: StaticTokens) -> Self {
         Self {
             mode: Arc::new(GuardMode::Static(tokens)),
+            policy: Arc::default(),
             limiter: None,
         }
     }
@@ -278,24 +301,43 @@ impl Guard {
         self
     }
 
-    /// Authenticates `token`, checks that the caller may do `action`, and
+    /// Authenticates `token`, checks that the caller may call `operation`
+    /// (`None`: a gRPC method the table does not know, the admin's), and
     /// counts the call: against the caller's budget once authenticated (its
     /// reports apart), against its source address's smaller budget if not
     /// — so a flood without valid credentials never takes the budget of
-    /// the callers with them.
+    /// the callers with them. A token Keystone has not answered for yet
+    /// spends that anonymous budget *before* it is sent to Keystone.
     pub async fn admit(
         &self,
         token: Option<&str>,
-        action: Action,
+        operation: Option<Operation>,
         client: Option<IpAddr>,
     ) -> Result<Principal, Refusal> {
-        let checked = self.check(token, action).await;
+        let mut anonymous_spent = false;
+        if let (GuardMode::Keystone(validator), Some(token), Some(ip)) =
+            (self.mode.as_ref(), token, client)
+            && validator.cached(token).await.is_none()
+        {
+            self.admit_anonymous(ip)?;
+            anonymous_spent = true;
+        }
+        let checked = self.check(token, operation).await;
         let Some(limiter) = &self.limiter else {
             return Ok(checked?);
         };
+        let throttled = |caller: &Caller| {
+            limiter
+                .caller(caller)
+                .map_err(|throttled| Refusal::Throttled {
+                    who: caller.to_string(),
+                    wait: throttled.wait,
+                    setting: "limits.requests_per_second",
+                })
+        };
         match checked {
             Ok(principal) => {
-                let reports = action == Action::CreateNotification;
+                let reports = operation == Some(Operation::CreateNotification);
                 let caller = match (self.mode.as_ref(), client) {
                     (GuardMode::Open, Some(ip)) => Caller::Address { ip, reports },
                     _ => Caller::Principal {
@@ -303,41 +345,23 @@ impl Guard {
                         reports,
                     },
                 };
-                limiter
-                    .caller(&caller)
-                    .map_err(|throttled| Refusal::Throttled {
-                        who: caller.to_string(),
-                        wait: throttled.wait,
-                        setting: "limits.requests_per_second",
-                    })?;
+                throttled(&caller)?;
                 Ok(principal)
             }
             // Authenticated, but not allowed: the caller's own budget.
-            Err(AuthError::Forbidden {
-                who,
-                action,
-                needed,
-            }) => {
-                let caller = Caller::Principal {
-                    name: who.clone(),
-                    reports: false,
-                };
-                limiter
-                    .caller(&caller)
-                    .map_err(|throttled| Refusal::Throttled {
-                        who: caller.to_string(),
-                        wait: throttled.wait,
-                        setting: "limits.requests_per_second",
+            Err(forbidden @ AuthError::Forbidden { .. }) => {
+                if let AuthError::Forbidden { who, .. } = &forbidden {
+                    throttled(&Caller::Principal {
+                        name: who.clone(),
+                        reports: false,
                     })?;
-                Err(AuthError::Forbidden {
-                    who,
-                    action,
-                    needed,
                 }
-                .into())
+                Err(forbidden.into())
             }
             Err(refused) => {
-                if let Some(ip) = client {
+                if let Some(ip) = client
+                    && !anonymous_spent
+                {
                     self.admit_anonymous(ip)?;
                 }
                 Err(refused.into())
@@ -360,8 +384,13 @@ impl Guard {
         }
     }
 
-    /// Authenticates `token` and checks that the caller may do `action`.
-    pub async fn check(&self, token: Option<&str>, action: Action) -> Result<Principal, AuthError> {
+    /// Authenticates `token` and checks that the caller may call
+    /// `operation` (the policy's rule; `None`: the admin's).
+    pub async fn check(
+        &self,
+        token: Option<&str>,
+        operation: Option<Operation>,
+    ) -> Result<Principal, AuthError> {
         let principal = match self.mode.as_ref() {
             GuardMode::Open => Principal {
                 name: "anonymous".to_owned(),
@@ -375,11 +404,13 @@ impl Guard {
                     .await?
             }
         };
-        if !principal.may(action) {
+        if !self.policy.allows(operation, &principal.roles) {
             return Err(AuthError::Forbidden {
                 who: principal.name.clone(),
-                action,
-                needed: roles_allowed(action)
+                operation: operation.map_or_else(|| "this method".to_owned(), |op| op.name()),
+                needed: self
+                    .policy
+                    .roles(operation)
                     .iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
@@ -407,36 +438,55 @@ pub fn token_from_headers(headers: &http::HeaderMap) -> Option<&str> {
 mod tests {
     use super::*;
 
-    fn principal(roles: &[Role]) -> Principal {
-        Principal {
-            name: "p".into(),
-            project: None,
-            roles: roles.iter().copied().collect(),
+    #[tokio::test]
+    async fn permissions_per_role() {
+        let tokens = StaticTokens::from_tokens(&[
+            ("ops", "a", &[Role::Admin]),
+            ("agent", "m", &[Role::MonitoringAgent]),
+            ("dashboard", "r", &[Role::Reader]),
+        ]);
+        let guard = Guard::static_tokens(tokens);
+        let may = |token: &'static str, op: Option<Operation>| {
+            let guard = guard.clone();
+            async move { guard.check(Some(token), op).await.is_ok() }
+        };
+        for op in Operation::ALL.into_iter().map(Some).chain([None]) {
+            assert!(may("a", op).await, "{op:?}");
         }
-    }
-
-    #[test]
-    fn permissions_per_role() {
-        let admin = principal(&[Role::Admin]);
-        let agent = principal(&[Role::MonitoringAgent]);
-        let reader = principal(&[Role::Reader]);
-        let nobody = principal(&[]);
-        for action in [Action::Read, Action::CreateNotification, Action::Administer] {
-            assert!(admin.may(action));
-            assert!(!nobody.may(action));
-        }
-        assert!(agent.may(Action::Read) && agent.may(Action::CreateNotification));
-        assert!(!agent.may(Action::Administer));
-        assert!(reader.may(Action::Read));
-        assert!(!reader.may(Action::CreateNotification) && !reader.may(Action::Administer));
+        assert!(may("m", Some(Operation::ListHosts)).await);
+        assert!(may("m", Some(Operation::CreateNotification)).await);
+        assert!(!may("m", Some(Operation::CreateHost)).await);
+        assert!(may("r", Some(Operation::GetVmove)).await);
+        assert!(!may("r", Some(Operation::CreateNotification)).await);
+        assert!(!may("r", None).await, "unknown methods are the admin's");
+        let err = guard
+            .check(Some("r"), Some(Operation::DeleteSegment))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("dashboard may not call DeleteSegment (needs one of the roles: admin)"),
+            "{err}"
+        );
     }
 
     #[test]
     fn keystone_roles_map_to_roles() {
+        // By default no Keystone role reads: a member (who, by Keystone's
+        // implied roles, is also a reader) gets nothing.
         let names = RoleNames::default();
-        let roles = names.roles_of(&["Reader".into(), "member".into()]);
-        assert_eq!(roles, BTreeSet::from([Role::Reader]));
+        assert!(
+            names
+                .roles_of(&["reader".into(), "member".into()])
+                .is_empty()
+        );
         assert!(names.roles_of(&["admin".into()]).contains(&Role::Admin));
+        let named = RoleNames {
+            reader: vec!["reader".into()],
+            ..RoleNames::default()
+        };
+        let roles = named.roles_of(&["Reader".into(), "member".into()]);
+        assert_eq!(roles, BTreeSet::from([Role::Reader]));
     }
 
     #[test]
@@ -454,6 +504,6 @@ mod tests {
     #[tokio::test]
     async fn the_open_guard_lets_everyone_do_everything() {
         let guard = Guard::open();
-        assert!(guard.check(None, Action::Administer).await.is_ok());
+        assert!(guard.check(None, None).await.is_ok());
     }
 }

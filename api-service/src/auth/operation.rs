@@ -52,7 +52,13 @@ impl Operation {
         Self::ListVersions,
     ];
 
-    /// What the caller's roles are checked against.
+    /// Its name in the policy file: the gRPC method's (`ListVersions` for
+    /// REST's `GET /v1`).
+    pub fn name(self) -> String {
+        format!("{self:?}")
+    }
+
+    /// What it does: its default rule (`policy::default_roles`).
     pub fn action(self) -> Action {
         match self {
             Self::GetSegment
@@ -138,21 +144,26 @@ impl Operation {
     }
 }
 
-/// What a gRPC call needs, by its path: `None` for the open services
-/// (health for probes, reflection for discovery), the operation's action,
-/// or the most for an unknown path.
-pub fn grpc_action(path: &str) -> Option<Action> {
+/// What a gRPC call is, by its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GrpcCall {
+    /// Health (for probes) or reflection (for discovery): anyone's.
+    Open,
+    /// An operation of the table.
+    Operation(Operation),
+    /// A path the table does not know: the admin's.
+    Unknown,
+}
+
+/// What the gRPC call at `path` is.
+pub fn grpc_call(path: &str) -> GrpcCall {
     if OPEN_SERVICES.iter().any(|service| {
         path.strip_prefix(service)
             .is_some_and(|m| m.starts_with('/'))
     }) {
-        return None;
+        return GrpcCall::Open;
     }
-    Some(
-        Operation::of_grpc_path(path)
-            .map(Operation::action)
-            .unwrap_or(Action::Administer),
-    )
+    Operation::of_grpc_path(path).map_or(GrpcCall::Unknown, GrpcCall::Operation)
 }
 
 /// Services anyone may call.
@@ -181,56 +192,46 @@ mod tests {
     }
 
     #[test]
-    fn every_rpc_has_its_action() {
+    fn every_rpc_is_found_by_its_path() {
+        for op in Operation::grpc() {
+            assert_eq!(
+                grpc_call(op.grpc_path().unwrap()),
+                GrpcCall::Operation(op),
+                "{op:?}"
+            );
+            assert!(
+                op.grpc_path()
+                    .unwrap()
+                    .ends_with(&format!("/{}", op.name()))
+            );
+        }
+        assert_eq!(grpc_call("/grpc.health.v1.Health/Check"), GrpcCall::Open);
+        assert_eq!(
+            grpc_call("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"),
+            GrpcCall::Open
+        );
+        assert_eq!(
+            grpc_call("/grpc.health.v1.HealthX/Check"),
+            GrpcCall::Unknown
+        );
+        assert_eq!(grpc_call("/something.Else/Method"), GrpcCall::Unknown);
+    }
+
+    #[test]
+    fn every_operation_has_its_action() {
         use Action::*;
-        let table = [
-            (
-                "/instanceha.v1.SegmentService/CreateSegment",
-                Some(Administer),
-            ),
-            ("/instanceha.v1.SegmentService/GetSegment", Some(Read)),
-            ("/instanceha.v1.SegmentService/ListSegments", Some(Read)),
-            (
-                "/instanceha.v1.SegmentService/UpdateSegment",
-                Some(Administer),
-            ),
-            (
-                "/instanceha.v1.SegmentService/DeleteSegment",
-                Some(Administer),
-            ),
-            ("/instanceha.v1.HostService/CreateHost", Some(Administer)),
-            ("/instanceha.v1.HostService/GetHost", Some(Read)),
-            ("/instanceha.v1.HostService/ListHosts", Some(Read)),
-            ("/instanceha.v1.HostService/UpdateHost", Some(Administer)),
-            ("/instanceha.v1.HostService/DeleteHost", Some(Administer)),
-            (
-                "/instanceha.v1.NotificationService/CreateNotification",
-                Some(CreateNotification),
-            ),
-            (
-                "/instanceha.v1.NotificationService/GetNotification",
-                Some(Read),
-            ),
-            (
-                "/instanceha.v1.NotificationService/ListNotifications",
-                Some(Read),
-            ),
-            (
-                "/instanceha.v1.NotificationService/WatchNotification",
-                Some(Read),
-            ),
-            ("/instanceha.v1.VmoveService/GetVmove", Some(Read)),
-            ("/instanceha.v1.VmoveService/ListVmoves", Some(Read)),
-            ("/grpc.health.v1.Health/Check", None),
-            (
-                "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-                None,
-            ),
-            ("/grpc.health.v1.HealthX/Check", Some(Administer)),
-            ("/something.Else/Method", Some(Administer)),
-        ];
-        for (path, action) in table {
-            assert_eq!(grpc_action(path), action, "{path}");
+        for op in Operation::ALL {
+            let expected = match op.name().as_str() {
+                "CreateNotification" => CreateNotification,
+                name if name.starts_with("Get")
+                    || name.starts_with("List")
+                    || name.starts_with("Watch") =>
+                {
+                    Read
+                }
+                _ => Administer,
+            };
+            assert_eq!(op.action(), expected, "{op:?}");
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod reads;
 pub mod recovery;
 pub mod session;
 pub mod timeline;
+pub mod touched;
 
 use std::sync::Arc;
 

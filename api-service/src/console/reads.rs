@@ -208,13 +208,25 @@ pub async fn vmoves(api: &Api, id: NotificationId) -> Result<Vec<VMove>, Error> 
     all_pages(|page| api.list_vmoves(id, VMoveFilter::default(), page)).await
 }
 
-/// The steps the engine reported for a notification's instances, oldest
-/// first, as `(instance id, step)`. The API keeps each vmove's current
-/// step only (the step history is not stored yet): none here, and each
-/// timeline starts from its vmove's current step and grows as the page's
-/// stream sees new ones.
-pub async fn steps(_api: &Api, _id: NotificationId) -> Result<Vec<(String, StepRecord)>, Error> {
-    Ok(Vec::new())
+/// The steps the engine reported for a notification's instances
+/// (`Api::instance_steps`), oldest first, as `(instance id, step)`.
+pub async fn steps(api: &Api, id: NotificationId) -> Result<Vec<(String, StepRecord)>, Error> {
+    Ok(api
+        .instance_steps(id)
+        .await?
+        .into_iter()
+        .map(|s| {
+            (
+                s.instance_id,
+                StepRecord {
+                    step: s.step,
+                    message: Some(s.message).filter(|m| !m.is_empty()),
+                    at: Some(s.time),
+                    attempt: Some(s.attempt),
+                },
+            )
+        })
+        .collect())
 }
 
 /// A recovery's progress: resolved instances of all.

@@ -5,7 +5,7 @@
 //! the live stream receives, which parts of the page it touched, so the
 //! stream sends those alone: a row, not the table.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -18,8 +18,9 @@ use super::layout::{self, Nav, badge, flag};
 use super::reads;
 use super::session::{ClientAddr, Viewer};
 use super::timeline::{EventRecord, InstanceRecord, StepRecord, timeline};
+pub use super::touched::{Since, Touched};
 use crate::auth::Operation;
-use crate::domain::{Notification, NotificationId, ProgressEvent, VMove, VMoveId};
+use crate::domain::{InstanceStep, Notification, NotificationId, ProgressEvent, VMove, VMoveId};
 use crate::service::WatchUpdate;
 use crate::status::{NotificationStatus, VMoveStatus};
 
@@ -51,70 +52,6 @@ pub struct RecoveryModel {
     /// The events of no instance (the runs' own), in order.
     run_events: Vec<ProgressEvent>,
     last_sequence: u64,
-}
-
-/// Where a page's live part stands: what it was rendered from, so that
-/// its stream (or a reconnecting one) sends what changed since, row by
-/// row, rather than the whole part again. Times in microseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Since {
-    /// The notification's `updated_at`.
-    pub notification: i64,
-    /// The newest `updated_at` of its vmoves.
-    pub vmoves: i64,
-    /// The newest progress event.
-    pub sequence: u64,
-}
-
-impl Since {
-    /// `n.v.s`, as the page's stream URL carries it.
-    pub fn encode(self) -> String {
-        format!("{}.{}.{}", self.notification, self.vmoves, self.sequence)
-    }
-
-    pub fn decode(text: &str) -> Option<Self> {
-        let mut parts = text.split('.');
-        let since = Self {
-            notification: parts.next()?.parse().ok()?,
-            vmoves: parts.next()?.parse().ok()?,
-            sequence: parts.next()?.parse().ok()?,
-        };
-        parts.next().is_none().then_some(since)
-    }
-}
-
-/// What a change touched on the page.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Touched {
-    /// The summary (status, message, runs, retry).
-    pub head: bool,
-    /// The counts.
-    pub counts: bool,
-    /// The list of failed instances.
-    pub failures: bool,
-    /// These rows (vmove indexes); `new_rows` may not be on the page yet.
-    pub rows: BTreeSet<usize>,
-    pub new_rows: BTreeSet<usize>,
-    /// These run events (indexes) are new.
-    pub run_events: Vec<usize>,
-    /// Everything: a fresh snapshot.
-    pub all: bool,
-}
-
-impl Touched {
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-
-    pub fn merge(&mut self, other: Touched) {
-        self.head |= other.head;
-        self.counts |= other.counts;
-        self.failures |= other.failures;
-        self.rows.extend(other.rows);
-        self.new_rows.extend(other.new_rows);
-        self.run_events.extend(other.run_events);
-        self.all |= other.all;
-    }
 }
 
 impl RecoveryModel {
@@ -155,18 +92,15 @@ impl RecoveryModel {
     /// Adds or replaces a vmove; its index and whether it is new.
     fn put_vmove(&mut self, vmove: VMove) -> (usize, bool) {
         if let Some(step) = &vmove.step {
-            let steps = self.steps.entry(vmove.instance_id.clone()).or_default();
-            let known = steps
-                .last()
-                .is_some_and(|last| last.step == *step && last.at == vmove.step_time);
-            if !known {
-                steps.push(StepRecord {
+            self.add_step(
+                &vmove.instance_id,
+                StepRecord {
                     step: step.clone(),
                     message: vmove.step_message.clone(),
                     at: vmove.step_time,
                     attempt: None,
-                });
-            }
+                },
+            );
         }
         if let Some(&i) = self.by_id.get(&vmove.id) {
             self.vmoves[i] = vmove;
@@ -177,6 +111,37 @@ impl RecoveryModel {
         self.by_instance.insert(vmove.instance_id.clone(), i);
         self.vmoves.push(vmove);
         (i, true)
+    }
+
+    /// Adds a step to an instance's timeline, once (a step is known by
+    /// its name and time: the step history and its vmove's current step
+    /// both name it); false when it was known.
+    fn add_step(&mut self, instance_id: &str, step: StepRecord) -> bool {
+        let steps = self.steps.entry(instance_id.to_owned()).or_default();
+        if steps.iter().any(|s| s.step == step.step && s.at == step.at) {
+            return false;
+        }
+        let at = steps.partition_point(|s| s.at <= step.at);
+        steps.insert(at, step);
+        true
+    }
+
+    /// A step the change feed reported (`Change::Step`): the rows it
+    /// touched.
+    pub fn put_step(&mut self, step: &InstanceStep) -> Touched {
+        let mut touched = Touched::default();
+        let record = StepRecord {
+            step: step.step.clone(),
+            message: Some(step.message.clone()).filter(|m| !m.is_empty()),
+            at: Some(step.time),
+            attempt: Some(step.attempt),
+        };
+        if self.add_step(&step.instance_id, record)
+            && let Some(&i) = self.by_instance.get(&step.instance_id)
+        {
+            touched.rows.insert(i);
+        }
+        touched
     }
 
     /// Adds a progress event (once, by sequence): to its instance's row,

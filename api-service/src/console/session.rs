@@ -39,7 +39,7 @@ pub async fn admit(
     operation: Operation,
     client: Option<IpAddr>,
 ) -> Result<Principal, Refusal> {
-    guard.admit(token, operation.action(), client).await
+    guard.admit(token, Some(operation), client).await
 }
 
 /// The guard's verdict on `token` for `operation`, not counted.
@@ -48,7 +48,7 @@ pub async fn check(
     token: Option<&str>,
     operation: Operation,
 ) -> Result<Principal, AuthError> {
-    guard.check(token, operation.action()).await
+    guard.check(token, Some(operation)).await
 }
 
 /// Whether `token` may call `operation` (not counted: the page asks to

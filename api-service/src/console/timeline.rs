@@ -88,8 +88,10 @@ const LEDGER_STEPS: [&str; 3] = ["started", "done", "reconciled"];
 pub fn step_label(step: &str) -> String {
     match step {
         "lookup" => "looked up",
-        "lock" => "locked",
-        "unlock" => "unlocked",
+        // The lock itself, taken and given back, is a step of its own
+        // (`locked`, `lock released`): these are the asking.
+        "lock" => "locking",
+        "unlock" => "unlocking",
         "volumes" => "volumes checked",
         "prepare" => "prepared",
         "evacuate" => "evacuation requested",
@@ -278,11 +280,11 @@ mod tests {
             [
                 "recovery started",
                 "looked up",
-                "locked",
+                "locking",
                 "volumes checked",
                 "evacuation requested",
                 "migration",
-                "unlocked",
+                "unlocking",
                 "settled"
             ]
         );

@@ -14,6 +14,8 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 
 use super::DispatchSettings;
 use crate::domain::{RunId, SequencedEvent, StartRun};
@@ -30,6 +32,8 @@ const MAX_DECODING: usize = 16 * 1024 * 1024;
 #[derive(Clone, Debug)]
 pub struct EngineLink {
     client: EngineClient<Channel>,
+    /// The engine's gRPC health service, on the same connection.
+    health: HealthClient<Channel>,
     url: String,
     /// The `authorization` metadata of every stream
     /// (`dispatch.engine_token_file`).
@@ -100,9 +104,10 @@ impl EngineLink {
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(20))
             .keep_alive_while_idle(true);
+        let channel = endpoint.connect_lazy();
         Ok(Self {
-            client: EngineClient::new(endpoint.connect_lazy())
-                .max_decoding_message_size(MAX_DECODING),
+            health: HealthClient::new(channel.clone()),
+            client: EngineClient::new(channel).max_decoding_message_size(MAX_DECODING),
             url: settings.engine_url.clone(),
             authorization,
         })
@@ -110,6 +115,26 @@ impl EngineLink {
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Whether an engine answers its health check (serving or not: a
+    /// process is there to take a run) within `timeout`.
+    pub async fn answers(&self, timeout: Duration) -> bool {
+        let mut health = self.health.clone();
+        let check = health.check(HealthCheckRequest {
+            service: String::new(),
+        });
+        match tokio::time::timeout(timeout, check).await {
+            Ok(Ok(_)) => true,
+            // An engine that refuses the check is there all the same.
+            Ok(Err(status)) => matches!(
+                status.code(),
+                tonic::Code::Unimplemented
+                    | tonic::Code::Unauthenticated
+                    | tonic::Code::PermissionDenied
+            ),
+            Err(_) => false,
+        }
     }
 
     /// Opens the run's stream and sends its `StartRun`, with the current

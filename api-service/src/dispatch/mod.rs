@@ -8,16 +8,15 @@
 //! which persists and publishes; generated protobuf types stay in [`link`].
 
 mod link;
+mod readiness;
 mod run;
 mod settings;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use chrono::Utc;
 use futures::FutureExt as _;
 use tokio::sync::{Mutex, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -30,9 +29,10 @@ pub use settings::DispatchSettings;
 
 use crate::changes::Change;
 use crate::domain::{NotificationId, RunId};
-use crate::service::Api;
-use crate::status::{NotificationStatus, RunEnd};
-use crate::store::{self, Due, DueWork};
+use crate::lifecycle::{Due, DueWork, LostCause, RunEnd};
+use crate::service::{Api, RunError};
+use crate::status::NotificationStatus;
+use readiness::EngineReadiness;
 
 /// Runs the recoveries of this replica. Cheap to clone.
 #[derive(Clone)]
@@ -48,8 +48,8 @@ pub struct Dispatcher {
     /// ends. Changed only under `active`'s lock.
     again: Arc<std::sync::Mutex<std::collections::HashSet<NotificationId>>>,
     slots: Arc<Semaphore>,
-    /// Consecutive runs that found the engine unreachable (for backoff).
-    unreachable: Arc<AtomicU32>,
+    /// Whether an engine is there to take runs.
+    engine: EngineReadiness,
     shutdown: CancellationToken,
 }
 
@@ -68,7 +68,7 @@ impl Dispatcher {
             link,
             active: Arc::default(),
             again: Arc::default(),
-            unreachable: Arc::default(),
+            engine: EngineReadiness::new(),
             shutdown: CancellationToken::new(),
         })
     }
@@ -107,6 +107,8 @@ impl Dispatcher {
                     self.scan().await;
                     self.expire().await;
                 }
+                // The engine answers again: what waited for it goes now.
+                () = self.engine.back() => self.scan().await,
             }
         }
         // Abandon the runs in flight: the engine cancels them (and unlocks
@@ -132,36 +134,32 @@ impl Dispatcher {
             Ok(held) => crate::metrics::locks_held(held),
             Err(e) => tracing::debug!(error = %e, "cannot count the locks left held"),
         }
+        match self.api.hosts_held().await {
+            Ok(held) => crate::metrics::hosts_held(held),
+            Err(e) => tracing::debug!(error = %e, "cannot count the hosts held"),
+        }
     }
 
     async fn expire(&self) {
-        let age = chrono::Duration::from_std(self.settings.expire_after)
-            .unwrap_or(chrono::Duration::days(1));
-        let expired = match self.api.expired_notifications(Utc::now() - age, 1000).await {
-            Ok(expired) => expired,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot scan for expired notifications");
-                return;
+        match self.api.expire_old(self.settings.expire_after, 1000).await {
+            Ok(expired) => {
+                for n in expired {
+                    if let Some(cancel) = self.active.lock().await.get(&n.id) {
+                        cancel.cancel();
+                    }
+                    tracing::warn!(notification_id = %n.id, status = %n.status(), "notification expired");
+                }
             }
-        };
-        for id in expired {
-            if let Some(cancel) = self.active.lock().await.get(&id) {
-                cancel.cancel();
-            }
-            let reason = format!(
-                "expired: not recovered within {} of its generation",
-                humantime::format_duration(self.settings.expire_after)
-            );
-            match self.api.expire_notification(id, &reason).await {
-                Ok(Some(_)) => tracing::warn!(notification_id = %id, "notification expired"),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(notification_id = %id, error = %e, "cannot expire"),
-            }
+            Err(e) => tracing::warn!(error = %e, "cannot expire old notifications"),
         }
     }
 
     /// Starts work on `due` unless it is in progress here already.
     fn spawn(&self, due: Due) {
+        if !self.engine.is_ready() && due.work == DueWork::Run {
+            // Claimed when the engine answers again.
+            return;
+        }
         let this = self.clone();
         tokio::spawn(async move {
             let cancel = CancellationToken::new();
@@ -211,6 +209,7 @@ impl Dispatcher {
                     tracing::warn!(notification_id = %due.id, run_id = %run_id, "taking over a lost run");
                     let end = RunEnd::Lost {
                         reason: "the API replica running it stopped".to_owned(),
+                        cause: LostCause::Replica,
                     };
                     self.resolve(due.id, &run_id, end).await;
                 }
@@ -221,7 +220,7 @@ impl Dispatcher {
         }
         let (notification, claim) = match self
             .api
-            .claim_run(due.id, &self.replica, self.settings.run_policy())
+            .claim_run(due.id, &self.replica, &self.settings.run_policy())
             .await
         {
             Ok(Some(claimed)) => claimed,
@@ -256,59 +255,53 @@ impl Dispatcher {
             .await;
     }
 
-    /// Resolves a run with the status rules; what follows (a retry, a
+    /// Resolves a run as the lifecycle decides; what follows (a retry, a
     /// reconcile, a release of locks) is dispatched when due.
     async fn resolve(&self, id: NotificationId, run_id: &RunId, end: RunEnd) {
-        let notification = match self.api.notification(id).await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::error!(notification_id = %id, error = %e, "cannot read the notification to resolve it");
-                return;
+        if matches!(
+            end,
+            RunEnd::Lost {
+                cause: LostCause::Engine,
+                ..
             }
-        };
-        let retry_in = self.settings.retry_after(notification.attempts + 1);
-        let retry_at = store::now() + chrono::Duration::from_std(retry_in).unwrap_or_default();
+        ) {
+            self.engine.lost(&self.link, &self.shutdown);
+        }
         match self
             .api
-            .resolve_run(id, run_id, &end, self.settings.run_policy(), retry_at)
+            .resolve_run(id, run_id, &end, &self.settings.run_policy())
             .await
         {
             Ok((resolved, next)) => {
                 let status = resolved.status();
                 tracing::info!(notification_id = %id, %status, message = resolved.message.as_deref().unwrap_or(""), "run resolved");
                 if let Some(next) = next {
-                    let wait = (next - store::now()).to_std().unwrap_or_default();
+                    let wait = (next - self.api.now()).to_std().unwrap_or_default();
                     self.retry_later(id, wait);
                 }
             }
-            Err(store::Error::Stale(reason)) => {
+            Err(RunError::Stale(reason)) => {
                 tracing::info!(notification_id = %id, %reason, "run already resolved elsewhere")
             }
             Err(e) => tracing::error!(notification_id = %id, error = %e, "cannot resolve the run"),
         }
     }
 
-    fn engine_reached(&self) {
-        self.unreachable.store(0, Ordering::Relaxed);
-    }
-
+    /// The engine could not be reached: the run is given back without
+    /// using up an attempt, and sent again as soon as an engine answers.
     async fn engine_unreachable(&self, id: NotificationId, run_id: &RunId, reason: &str) {
-        let failures = self.unreachable.fetch_add(1, Ordering::Relaxed) + 1;
-        let wait = self.settings.retry_after(failures + 1);
         let message = format!(
-            "the engine at {} is unreachable ({reason}); retrying in {}",
+            "the engine at {} is unreachable ({reason}); the recovery is sent again as soon as an engine answers its health check",
             self.link.url(),
-            humantime::format_duration(wait)
         );
         tracing::warn!(notification_id = %id, %message, "engine unreachable");
-        let retry_at = store::now() + chrono::Duration::from_std(wait).unwrap_or_default();
-        match self
+        self.engine.lost(&self.link, &self.shutdown);
+        if let Err(e) = self
             .api
-            .release_unreachable_run(id, run_id, &message, retry_at)
+            .release_unreachable_run(id, run_id, message, &self.settings.run_policy())
             .await
         {
-            Ok(_) => self.retry_later(id, wait),
-            Err(e) => tracing::error!(notification_id = %id, error = %e, "cannot release the run"),
+            tracing::error!(notification_id = %id, error = %e, "cannot release the run");
         }
     }
 

@@ -11,9 +11,8 @@ use tokio_util::task::AbortOnDropHandle;
 use super::Dispatcher;
 use super::link::{Received, RunStream};
 use crate::domain::{Notification, NotificationId, RunClaim, RunId};
-use crate::service::Api;
-use crate::status::{RunEnd, RunOutcome};
-use crate::store;
+use crate::lifecycle::{LostCause, RunEnd, RunOutcome};
+use crate::service::{Api, RunError};
 
 /// Renews a run's lease every third of it while alive; dropping it (the
 /// run ended, returned early or panicked) stops the renewal.
@@ -78,6 +77,7 @@ impl Dispatcher {
     ) {
         let id = notification.id;
         let run_id = claim.run_id.clone();
+        let deadline = self.deadline(&claim);
         let context = match self.api.run_context(&notification, &claim).await {
             Ok(context) => context,
             Err(e) => {
@@ -100,14 +100,16 @@ impl Dispatcher {
                 return;
             }
         };
-        self.engine_reached();
         let _open = StreamGauge::open();
         let _lease = LeaseGuard::hold(self.api.clone(), id, run_id.clone(), self.settings.lease);
         tracing::info!(engine = %self.link.url(), "run dispatched");
 
         // The stream stays open until the run is resolved: dropping it
         // would reset it before the last acknowledgement is sent.
-        let end = match self.follow(id, &run_id, &mut stream, &cancel).await {
+        let end = match self
+            .follow(id, &run_id, &mut stream, &cancel, deadline)
+            .await
+        {
             Followed::End(end) => end,
             Followed::Abandon => return,
         };
@@ -116,7 +118,7 @@ impl Dispatcher {
         } else {
             "lost"
         });
-        if let RunEnd::Lost { reason } = &end {
+        if let RunEnd::Lost { reason, .. } = &end {
             instanceha_runtime::telemetry::record_error(&tracing::Span::current(), reason);
         }
         if matches!(&end, RunEnd::Done(RunOutcome::Cancelled { .. })) {
@@ -125,17 +127,43 @@ impl Dispatcher {
         self.resolve(id, &run_id, end).await;
     }
 
+    /// When the run is to be cancelled, and why: at `dispatch.run_timeout`,
+    /// or earlier when the retry window closes (a recovery) or the verdict
+    /// deadline passes (a reconcile), as the lifecycle said at the claim.
+    fn deadline(&self, claim: &RunClaim) -> (tokio::time::Instant, String) {
+        let timeout = (
+            self.settings.run_timeout,
+            format!(
+                "the run exceeded dispatch.run_timeout ({})",
+                humantime::format_duration(self.settings.run_timeout)
+            ),
+        );
+        let (wait, reason) = match claim.cancel_at {
+            Some((at, reason)) => {
+                let wait = (at - self.api.now()).to_std().unwrap_or_default();
+                if wait < timeout.0 {
+                    (wait, reason.to_owned())
+                } else {
+                    timeout
+                }
+            }
+            None => timeout,
+        };
+        (tokio::time::Instant::now() + wait, reason)
+    }
+
     /// Persists and acknowledges every batch until `Done` or the end of the
     /// stream; cancels the run when the notification expires or the run
-    /// exceeds its timeout.
+    /// reaches its deadline.
     async fn follow(
         &self,
         id: NotificationId,
         run_id: &RunId,
         stream: &mut RunStream,
         cancel: &CancellationToken,
+        (deadline, deadline_reason): (tokio::time::Instant, String),
     ) -> Followed {
-        let deadline = tokio::time::sleep(self.settings.run_timeout);
+        let deadline = tokio::time::sleep_until(deadline);
         tokio::pin!(deadline);
         let mut cancelled_for: Option<String> = None;
         loop {
@@ -151,35 +179,29 @@ impl Dispatcher {
                     continue;
                 }
                 () = &mut deadline, if cancelled_for.is_none() => {
-                    let reason = format!(
-                        "the run exceeded dispatch.run_timeout ({})",
-                        humantime::format_duration(self.settings.run_timeout)
-                    );
-                    stream.cancel(&reason).await;
-                    cancelled_for = Some(reason);
+                    stream.cancel(&deadline_reason).await;
+                    cancelled_for = Some(deadline_reason.clone());
                     continue;
                 }
                 received = stream.next(self.settings.event_batch) => received,
             };
             let events = match received {
                 Received::Events(events) => events,
-                Received::Failed(reason) => return Followed::End(RunEnd::Lost { reason }),
+                Received::Failed(reason) => return Followed::End(RunEnd::engine_lost(reason)),
                 Received::Closed => {
-                    return Followed::End(RunEnd::Lost {
-                        reason: cancelled_for.unwrap_or_else(|| {
-                            "the engine closed the stream without reporting done".to_owned()
-                        }),
-                    });
+                    return Followed::End(RunEnd::engine_lost(cancelled_for.unwrap_or_else(
+                        || "the engine closed the stream without reporting done".to_owned(),
+                    )));
                 }
                 Received::Malformed(reason) => return self.refuse(stream, reason).await,
             };
-            let applied = match self
+            let persisted = match self
                 .api
                 .persist_run_events(id, run_id, &events, self.settings.lease)
                 .await
             {
-                Ok(applied) => applied,
-                Err(store::Error::Rejected(reason)) => {
+                Ok(persisted) => persisted,
+                Err(RunError::Rejected(reason)) => {
                     return self
                         .refuse(stream, format!("engine protocol error: {reason}"))
                         .await;
@@ -191,8 +213,8 @@ impl Dispatcher {
                     return Followed::Abandon;
                 }
             };
-            stream.ack(applied.sequence).await;
-            if let Some(outcome) = applied.done {
+            stream.ack(persisted.sequence).await;
+            if let Some(outcome) = persisted.done {
                 return Followed::End(RunEnd::Done(outcome));
             }
         }
@@ -201,6 +223,9 @@ impl Dispatcher {
     /// Cancels a run whose events the API refuses; it is resolved as lost.
     async fn refuse(&self, stream: &mut RunStream, reason: String) -> Followed {
         stream.abandon(&reason).await;
-        Followed::End(RunEnd::Lost { reason })
+        Followed::End(RunEnd::Lost {
+            reason,
+            cause: LostCause::Refused,
+        })
     }
 }

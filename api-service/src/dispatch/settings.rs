@@ -11,7 +11,7 @@ use instanceha_runtime::tls::ClientTlsSettings;
 use serde::{Deserialize, Serialize};
 use tonic::transport::Endpoint;
 
-use crate::store::RunPolicy;
+use crate::lifecycle::RunPolicy;
 
 /// `[dispatch]`: how recoveries are run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,7 +24,8 @@ pub struct DispatchSettings {
     pub engine_url: String,
     /// A file holding the token shared with the engine (its
     /// `link.token_file`), sent on every `Recover` stream as
-    /// `authorization: Bearer <token>`.
+    /// `authorization: Bearer <token>`. Unset: `STATE_DIR/link-token`
+    /// (`Settings::engine_token_file`), made on first start if missing.
     pub engine_token_file: Option<PathBuf>,
     /// This replica's name in run claims; replicas sharing a database need
     /// distinct names, and a replica that keeps its name resumes its own
@@ -41,6 +42,13 @@ pub struct DispatchSettings {
     /// the notification ends.
     #[serde(with = "humantime_serde")]
     pub retry_window: Duration,
+    /// After the retry window (and the last recovery run started within
+    /// it), Nova's truth is read for at most this long before the verdict:
+    /// reconcile runs are cut at that deadline. Set it to at least the
+    /// engine's `recovery.stalled_evacuation_after`, which bounds how long a
+    /// reconcile follows an evacuation still making progress.
+    #[serde(with = "humantime_serde")]
+    pub verdict_grace: Duration,
     /// Wait before a retry; doubles with each attempt.
     #[serde(with = "humantime_serde")]
     pub retry_delay: Duration,
@@ -83,6 +91,7 @@ impl Default for DispatchSettings {
             replica_id: None,
             max_attempts: 20,
             retry_window: Duration::from_secs(30 * 60),
+            verdict_grace: Duration::from_secs(5 * 60),
             retry_delay: Duration::from_secs(5),
             max_retry_delay: Duration::from_secs(120),
             lease: Duration::from_secs(60),
@@ -139,7 +148,9 @@ impl DispatchSettings {
         RunPolicy {
             lease: self.lease,
             retry_window: self.retry_window,
+            verdict_grace: self.verdict_grace,
             max_attempts: self.max_attempts,
+            retry_backoff: self.retry_backoff(),
         }
     }
 
@@ -148,11 +159,6 @@ impl DispatchSettings {
     /// its time is shown).
     pub fn retry_backoff(&self) -> Backoff {
         Backoff::new(self.retry_delay, self.max_retry_delay).exact()
-    }
-
-    /// The wait before attempt `next` (2, 3, ...).
-    pub(super) fn retry_after(&self, next: u32) -> Duration {
-        self.retry_backoff().nominal(next.saturating_sub(1))
     }
 }
 

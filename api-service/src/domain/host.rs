@@ -20,6 +20,9 @@ pub struct Host {
     /// The notification whose recovery put the host on maintenance (none
     /// when an operator did).
     pub maintenance_by: Option<super::NotificationId>,
+    /// Why the host is held out of service (it was flapping): it stays on
+    /// maintenance until an operator clears the flag.
+    pub held_reason: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

@@ -29,4 +29,4 @@ pub use validation::{
     InvalidField, TextRule, bounded_text, filter_text, hostname, is_invisible_format,
     is_unsafe_to_show, name, quoted, safe_text,
 };
-pub use vmove::{VMove, VMoveFilter, VMoveType};
+pub use vmove::{InstanceStep, VMove, VMoveFilter, VMoveType};

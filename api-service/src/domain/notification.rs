@@ -29,6 +29,8 @@ pub struct Notification {
     pub message: Option<String>,
     /// Recovery runs started so far.
     pub attempts: u32,
+    /// When it reached a terminal status.
+    pub ended_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -47,6 +49,7 @@ pub struct NotificationFields {
     pub payload: BTreeMap<String, String>,
     pub message: Option<String>,
     pub attempts: u32,
+    pub ended_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -65,6 +68,7 @@ impl Notification {
             payload,
             message,
             attempts,
+            ended_at,
             created_at,
             updated_at,
         } = fields;
@@ -80,6 +84,7 @@ impl Notification {
             status,
             message,
             attempts,
+            ended_at,
             created_at,
             updated_at,
         }

@@ -2,6 +2,8 @@
 //! the engine. The run protocol's own types (the events, the instances,
 //! the start) are `instanceha_proto::run`'s, shared with the engine.
 
+use chrono::{DateTime, Utc};
+
 use super::{Host, Notification, NotificationId, Segment};
 
 pub use instanceha_proto::run::{
@@ -17,6 +19,9 @@ pub struct RunClaim {
     pub kind: RunKind,
     pub attempt: u32,
     pub trace_context: Option<String>,
+    /// When the run is to be cancelled before its timeout, and why (the
+    /// retry window closes, or the verdict deadline passes).
+    pub cancel_at: Option<(DateTime<Utc>, &'static str)>,
 }
 
 /// What a run's `StartRun` carries besides the claim: the segment, its

@@ -43,3 +43,15 @@ pub struct VMoveFilter {
     pub status: Option<VMoveStatus>,
     pub vmove_type: Option<VMoveType>,
 }
+
+/// One step of an instance's recovery, as its timeline keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceStep {
+    pub notification_id: NotificationId,
+    pub instance_id: String,
+    /// The run (1 for the first) that reported it.
+    pub attempt: u32,
+    pub step: String,
+    pub message: String,
+    pub time: DateTime<Utc>,
+}

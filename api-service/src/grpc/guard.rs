@@ -3,7 +3,8 @@
 //! it against its caller's budget (`crate::rate_limit`: RESOURCE_EXHAUSTED
 //! with when to retry), before any handler runs. Health stays open and
 //! unlimited (probes); reflection is open and counted against the source
-//! address. What each RPC needs is `auth::Operation`'s table.
+//! address. What each RPC is comes from `auth::Operation`'s table, who
+//! may call it from the policy (`auth::Policy`).
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -11,10 +12,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tonic::Status;
-use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower::{Layer, Service};
 
-use crate::auth::{Guard, Refusal, grpc_action, token_from_headers};
+use crate::auth::{GrpcCall, Guard, Refusal, grpc_call, token_from_headers};
 use crate::service;
 
 #[derive(Clone, Debug)]
@@ -70,17 +70,21 @@ where
         let client = client_of(&request);
         Box::pin(async move {
             let path = request.uri().path();
-            let Some(action) = grpc_action(path) else {
-                if path.starts_with("/grpc.health.v1.") {
+            let operation = match grpc_call(path) {
+                GrpcCall::Open if path.starts_with("/grpc.health.v1.") => {
                     return inner.call(request).await;
                 }
-                return match client.map(|ip| guard.admit_anonymous(ip)) {
-                    Some(Err(refused)) => Ok(refusal(path, refused)),
-                    _ => inner.call(request).await,
-                };
+                GrpcCall::Open => {
+                    return match client.map(|ip| guard.admit_anonymous(ip)) {
+                        Some(Err(refused)) => Ok(refusal(path, refused)),
+                        _ => inner.call(request).await,
+                    };
+                }
+                GrpcCall::Operation(operation) => Some(operation),
+                GrpcCall::Unknown => None,
             };
             let token = token_from_headers(request.headers()).map(str::to_owned);
-            match guard.admit(token.as_deref(), action, client).await {
+            match guard.admit(token.as_deref(), operation, client).await {
                 Ok(principal) => {
                     tracing::debug!(caller = %principal.name, path = %request.uri().path(), "call authorized");
                     request.extensions_mut().insert(principal);
@@ -108,14 +112,5 @@ fn refusal(path: &str, refused: Refusal) -> http::Response<tonic::body::Body> {
 
 /// The address the call came from (plain or TLS connections).
 fn client_of<B>(request: &http::Request<B>) -> Option<IpAddr> {
-    let extensions = request.extensions();
-    extensions
-        .get::<TcpConnectInfo>()
-        .and_then(TcpConnectInfo::remote_addr)
-        .or_else(|| {
-            extensions
-                .get::<TlsConnectInfo<TcpConnectInfo>>()
-                .and_then(|i| i.get_ref().remote_addr())
-        })
-        .map(|a| a.ip())
+    instanceha_runtime::connections::peer_of(request.extensions()).map(|a| a.ip())
 }

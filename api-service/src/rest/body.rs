@@ -1,4 +1,5 @@
-//! Request bodies as Masakari reads them: JSON (or no Content-Type), at most
+//! Request bodies as Masakari reads them: JSON (`application/json`, what
+//! its clients send; any other type, or none, with a body is 415), at most
 //! oslo's 114,688 bytes, and the shape its JSON schemas require
 //! (`masakari/api/openstack/ha/schemas/`): one wrapping key, no unknown
 //! properties, typed fields, and booleans that may be spelt as strings.
@@ -24,32 +25,32 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = RestError;
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = request
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .map(|v| v.to_str().unwrap_or_default().to_owned());
-        if let Some(content_type) = content_type {
-            let essence = content_type
-                .split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase();
-            // Masakari treats an empty or text/plain type as unspecified.
-            if !matches!(essence.as_str(), "" | "text/plain" | "application/json") {
-                return Err(RestError::UnsupportedMediaType(
-                    "Unsupported Content-Type".to_owned(),
-                ));
-            }
-        }
+        let json = is_json(request.headers().get(header::CONTENT_TYPE));
         let bytes = read_bounded(request.into_body()).await?;
         if bytes.is_empty() {
             return Ok(Self(Value::Null));
+        }
+        // A body is read as JSON only when it says it is: a form or a
+        // text/plain body (what a browser may send across origins without
+        // asking first) is refused before it is parsed.
+        if !json {
+            return Err(RestError::UnsupportedMediaType(
+                "Unsupported Content-Type: send application/json".to_owned(),
+            ));
         }
         serde_json::from_slice(&bytes)
             .map(Self)
             .map_err(|_| RestError::BadRequest("Malformed request body".to_owned()))
     }
+}
+
+/// Whether a Content-Type names JSON: `application/json`, with parameters
+/// (`; charset=utf-8`) or without, in any case.
+fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
+    content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// How much of an oversized body is read and thrown away before the 413,
@@ -345,6 +346,22 @@ mod tests {
         .unwrap();
         assert_eq!(fields.string_map("ok").unwrap()["event"], "STOPPED");
         assert!(fields.string_map("bad").is_err());
+    }
+
+    #[test]
+    fn only_json_is_json() {
+        let value = |s: &str| axum::http::HeaderValue::from_str(s).unwrap();
+        assert!(is_json(Some(&value("application/json"))));
+        assert!(is_json(Some(&value("Application/JSON; charset=UTF-8"))));
+        for other in [
+            "text/plain",
+            "",
+            "application/x-www-form-urlencoded",
+            "application/jsonx",
+        ] {
+            assert!(!is_json(Some(&value(other))), "{other}");
+        }
+        assert!(!is_json(None));
     }
 
     #[test]

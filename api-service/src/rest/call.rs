@@ -1,13 +1,12 @@
 //! What every `/v1` request carries: its microversion (settled by
 //! [`super::version::negotiate`]), its token, the project id Masakari
-//! allows in the path, and the URL it was sent to; and the permission
+//! allows in the path; and the permission
 //! check through the shared [`crate::auth::Guard`].
 
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Uri, header};
 
 use super::RestState;
 use super::error::RestError;
@@ -22,7 +21,6 @@ const TRACEPARENT_MAX: usize = 512;
 pub struct Call {
     pub version: ApiVersion,
     token: Option<String>,
-    base_url: String,
     traceparent: Option<String>,
     /// The address the request came from, for the request budgets.
     client: Option<IpAddr>,
@@ -52,7 +50,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Call {
                 .copied()
                 .unwrap_or(MIN_VERSION),
             token: token_from_headers(&parts.headers).map(str::to_owned),
-            base_url: base_url(&parts.headers, &parts.uri),
             traceparent: parts
                 .headers
                 .get("traceparent")
@@ -78,7 +75,7 @@ impl Call {
     ) -> Result<Principal, RestError> {
         state
             .guard
-            .admit(self.token.as_deref(), operation.action(), self.client)
+            .admit(self.token.as_deref(), Some(operation), self.client)
             .await
             .map_err(|refused| match refused {
                 Refusal::Auth(e) => RestError::from_auth(
@@ -96,10 +93,6 @@ impl Call {
             })
     }
 
-    pub fn base_url(&self) -> &str {
-        &self.base_url
-    }
-
     pub fn traceparent(&self) -> Option<String> {
         self.traceparent.clone()
     }
@@ -112,17 +105,6 @@ fn is_project_id(s: &str) -> bool {
             .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f' | b'-'))
 }
 
-/// `http://HOST` as the client addressed us, for links.
-pub fn base_url(headers: &HeaderMap, uri: &Uri) -> String {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| uri.authority().map(ToString::to_string))
-        .unwrap_or_else(|| "localhost".to_owned());
-    format!("http://{host}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,15 +115,5 @@ mod tests {
         assert!(!is_project_id("segments"));
         assert!(!is_project_id(""));
         assert!(!is_project_id("ABC"));
-    }
-
-    #[test]
-    fn links_use_the_host_the_client_named() {
-        let mut headers = HeaderMap::new();
-        headers.insert(header::HOST, "ha.example:15868".parse().unwrap());
-        assert_eq!(
-            base_url(&headers, &"/v1".parse().unwrap()),
-            "http://ha.example:15868"
-        );
     }
 }

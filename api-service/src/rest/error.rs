@@ -310,7 +310,7 @@ mod tests {
         let err = RestError::from_auth(
             AuthError::Forbidden {
                 who: "bob".into(),
-                action: crate::auth::Action::Administer,
+                operation: "CreateSegment".into(),
                 needed: "admin".into(),
             },
             "os_masakari_api:segments:create",

@@ -54,6 +54,21 @@ pub struct RestSettings {
     pub enabled: bool,
     /// Where it listens; 15868 is Masakari's port.
     pub listen: SocketAddr,
+    /// The URL clients reach it at (`https://ha.example.org:15868`), for
+    /// the links of the version documents; never taken from a request's
+    /// `Host`. Default: `http://` (`https://` with `[tls]`) and `listen`.
+    pub public_url: Option<String>,
+}
+
+impl RestSettings {
+    /// The base of the links the API writes: `public_url`, else the
+    /// scheme and the address it listens on (`bound`).
+    pub fn base_url(&self, tls: bool, bound: SocketAddr) -> String {
+        match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => format!("{}://{bound}", if tls { "https" } else { "http" }),
+        }
+    }
 }
 
 impl Default for RestSettings {
@@ -61,6 +76,7 @@ impl Default for RestSettings {
         Self {
             enabled: true,
             listen: SocketAddr::from(([127, 0, 0, 1], 15868)),
+            public_url: None,
         }
     }
 }
@@ -73,6 +89,8 @@ pub struct RestState {
     /// Keystone's URL for `WWW-Authenticate` on 401, as keystonemiddleware
     /// sends it.
     keystone_uri: Option<String>,
+    /// The base of every link (`rest.public_url`).
+    base_url: String,
     /// Cancelled when the server begins to shut down: `/healthcheck` then
     /// answers 503 so that load balancers stop sending.
     draining: CancellationToken,
@@ -84,8 +102,15 @@ impl RestState {
             api,
             guard,
             keystone_uri,
+            base_url: format!("http://{}", RestSettings::default().listen),
             draining: CancellationToken::new(),
         }
+    }
+
+    /// Links are built on `base_url` (`RestSettings::base_url`).
+    pub fn with_base_url(mut self, base_url: String) -> Self {
+        self.base_url = base_url;
+        self
     }
 
     /// Cancel it to report the server as shutting down.

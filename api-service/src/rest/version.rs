@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::RestState;
-use super::call::{Call, base_url};
+use super::call::Call;
 use super::error::{NoVersionHeaders, RestError};
 use crate::auth::Operation;
 
@@ -204,9 +204,10 @@ fn version_document() -> serde_json::Map<String, Value> {
 
 /// `GET /`: the versions (no authentication, as keystoneauth's discovery
 /// expects).
-pub async fn index(headers: HeaderMap, uri: Uri) -> Response {
+/// Links name `rest.public_url`, never the request's `Host`.
+pub async fn index(State(state): State<RestState>) -> Response {
     let document = version_document();
-    let base = base_url(&headers, &uri);
+    let base = &state.base_url;
     let entry = json!({
         "id": document["id"],
         "status": document["status"],
@@ -225,7 +226,7 @@ pub async fn show(State(state): State<RestState>, call: Call) -> Result<Response
     if let Some(Value::Array(links)) = document.get_mut("links") {
         links.insert(
             0,
-            json!({"rel": "self", "href": format!("{}/v1/", call.base_url())}),
+            json!({"rel": "self", "href": format!("{}/v1/", state.base_url)}),
         );
     }
     Ok(axum::Json(json!({ "version": document })).into_response())
@@ -233,13 +234,13 @@ pub async fn show(State(state): State<RestState>, call: Call) -> Result<Response
 
 /// Anything else: 300 with the choices outside `/v1` (Masakari's version
 /// application answers every other path so), 404 under it.
-pub async fn fallback(headers: HeaderMap, uri: Uri) -> Response {
+pub async fn fallback(State(state): State<RestState>, uri: Uri) -> Response {
     let path = uri.path();
     if path == "/v1" || path.starts_with("/v1/") {
         return RestError::NotFound("The resource could not be found.".to_owned()).into_response();
     }
     let document = version_document();
-    let base = base_url(&headers, &uri);
+    let base = &state.base_url;
     let choice = json!({
         "id": document["id"],
         "status": document["status"],

@@ -2,6 +2,7 @@
 
 use super::{Api, Error, refuse_while_unfinished};
 use crate::domain::{Host, HostFilter, HostId, HostUpdate, NewHost, Page, PageRequest, SegmentId};
+use crate::lifecycle::{self, hosts::Scope};
 
 impl Api {
     #[tracing::instrument(skip_all, fields(name = %new.name, segment_id = %new.segment_id))]
@@ -43,13 +44,15 @@ impl Api {
         if update.is_empty() {
             return Err(Error::invalid("update", "sets no field; nothing to change"));
         }
+        let scope = lifecycle::hosts::update_scope(&update);
         let host = self
             .store
-            .update_host(id, segment, &update, |host, unfinished| {
-                refuse_while_unfinished(
-                    &format!("host {} (segment {})", host.name, host.segment_id),
-                    unfinished,
-                )
+            .update_host(id, segment, &update, scope, |host, unfinished| {
+                let what = match scope {
+                    Scope::Host => format!("host {}", host.name),
+                    Scope::Segment => format!("host {} (segment {})", host.name, host.segment_id),
+                };
+                refuse_while_unfinished(&what, unfinished)
             })
             .await?;
         tracing::info!(host_id = %host.id, "host updated");

@@ -18,7 +18,7 @@ use super::IntakeSettings;
 use super::notifications::{decide_intake, replay};
 use crate::changes::{Change, ChangeFeed};
 use crate::domain::{NewNotification, Notification, NotificationPayload};
-use crate::store::{Intake, Store};
+use crate::store::{Intake, IntakeWindows, Store};
 use instanceha_runtime::backoff::Backoff;
 
 /// Reports stored in one transaction at most.
@@ -135,28 +135,25 @@ impl Writer {
             .into_iter()
             .map(|p| (p.new, (p.payload, p.reply)))
             .unzip();
-        let window = self.settings.duplicate_window;
-        let outcome = match chrono::Duration::from_std(window) {
-            Err(e) => Err(Error::internal(&format!(
-                "duplicate window out of range: {e}"
-            ))),
-            Ok(chrono_window) => {
-                let mut retries = CONTENTION_BACKOFF.retries(Some(CONTENTION_RETRIES + 1), None);
-                loop {
-                    let stored = self
-                        .store
-                        .create_notifications(&news, chrono_window, |i, context| {
-                            decide_intake(context, &waiting[i].0, window.as_secs())
-                        })
-                        .await;
-                    match stored {
-                        Err(e) if e.is_contention() && !retries.spent() => {
-                            tracing::debug!(error = %e, tries = retries.tries(), "intake batch lost to a concurrent change; trying again");
-                            retries.wait(None).await;
-                        }
-                        other => break other.map_err(Error::from),
-                    }
+        let rules = self.settings.rules();
+        let windows = IntakeWindows {
+            duplicate: rules.duplicate_window,
+            flapping: rules.flapping_window,
+        };
+        let mut retries = CONTENTION_BACKOFF.retries(Some(CONTENTION_RETRIES + 1), None);
+        let outcome = loop {
+            let stored = self
+                .store
+                .create_notifications(&news, windows, |i, facts| {
+                    decide_intake(&news[i], &waiting[i].0, facts, &rules)
+                })
+                .await;
+            match stored {
+                Err(e) if e.is_contention() && !retries.spent() => {
+                    tracing::debug!(error = %e, tries = retries.tries(), "intake batch lost to a concurrent change; trying again");
+                    retries.wait(None).await;
                 }
+                other => break other.map_err(Error::from),
             }
         };
         let outcomes = match outcome {
@@ -169,9 +166,19 @@ impl Writer {
                 return;
             }
         };
+        for outcome in &outcomes {
+            if let Intake::CreatedHoldingHost(notification) = outcome {
+                tracing::warn!(
+                    notification_id = %notification.id,
+                    hostname = %notification.hostname,
+                    "flapping host held out of service"
+                );
+                crate::metrics::host_held();
+            }
+        }
         for ((new, (_, reply)), outcome) in news.iter().zip(waiting).zip(outcomes) {
             let answer = match outcome {
-                Intake::Created(notification) => {
+                Intake::Created(notification) | Intake::CreatedHoldingHost(notification) => {
                     tracing::info!(
                         notification_id = %notification.id,
                         hostname = %notification.hostname,

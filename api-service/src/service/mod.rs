@@ -18,6 +18,7 @@ use std::time::Duration;
 
 pub use error::Error;
 pub use notifications::decide_intake;
+pub use runs::{Persisted, RunError};
 pub use watch::WatchUpdate;
 
 use crate::changes::ChangeFeed;
@@ -39,10 +40,29 @@ pub struct IntakeSettings {
     /// message: never refused, so never lost.
     #[serde(with = "humantime_serde")]
     pub max_clock_skew: Duration,
+    /// A host that fails this many times (this failure counted) within
+    /// `flapping_window` is flapping: its instances are still recovered,
+    /// but it stays on maintenance and disabled until an operator clears
+    /// its `on_maintenance` flag (0: no guard). As vSphere HA's default
+    /// for VM resets: 3 within an hour.
+    pub flapping_failures: u32,
+    #[serde(with = "humantime_serde")]
+    pub flapping_window: Duration,
     /// A report generated longer ago than this is refused: too old to
     /// recover (`dispatch.expire_after`, set by the server).
     #[serde(skip)]
     pub max_report_age: Duration,
+}
+
+impl IntakeSettings {
+    /// The rules the lifecycle applies at intake.
+    pub fn rules(&self) -> crate::lifecycle::intake::IntakeRules {
+        crate::lifecycle::intake::IntakeRules {
+            duplicate_window: self.duplicate_window,
+            flapping_failures: self.flapping_failures,
+            flapping_window: self.flapping_window,
+        }
+    }
 }
 
 impl Default for IntakeSettings {
@@ -50,6 +70,8 @@ impl Default for IntakeSettings {
         Self {
             duplicate_window: Duration::from_secs(180),
             max_clock_skew: Duration::from_secs(600),
+            flapping_failures: 3,
+            flapping_window: Duration::from_secs(3600),
             max_report_age: Duration::from_secs(24 * 3600),
         }
     }

@@ -9,83 +9,33 @@ use crate::domain::{
     InvalidField, NewNotification, Notification, NotificationFilter, NotificationId,
     NotificationPayload, Page, PageRequest, ProgressEvent,
 };
-use crate::status::{IntakeVerdict, Transition as _};
-use crate::store::IntakeContext;
+use crate::lifecycle::{
+    self,
+    intake::{Admitted, IntakeContext, IntakeFacts, IntakeRules, Refused},
+};
+use crate::status::Transition as _;
 
-/// The intake rules, given what the store read in the intake transaction:
-///
-/// * the host must be registered (in a segment);
-/// * a duplicate (same type, host and payload generated within the window)
-///   is refused, naming the earlier notification (one that failed is no
-///   duplicate: a new report is how a monitor retries);
-/// * a host on maintenance refuses reports, except STARTED events, which
-///   say the host or its nova-compute is back, and except when the
-///   maintenance is a failed recovery's (not an operator's);
-/// * a report for a disabled segment is stored as `ignored`;
-/// * a report whose `generated_time` was too far ahead (taken as received:
-///   [`take_clock_skew`]) says so in its message.
+/// The intake rules (`lifecycle::intake`) for report `new`, their refusals
+/// as the API's errors.
 pub fn decide_intake(
-    context: IntakeContext<'_>,
+    new: &NewNotification,
     payload: &NotificationPayload,
-    window_secs: u64,
-) -> Result<IntakeVerdict, Error> {
-    let new = context.new;
-    let (Some(host), Some(segment)) = (context.host, context.segment) else {
-        return Err(Error::invalid(
-            "hostname",
-            format!(
-                "no host named {:?} is registered in a failover segment",
-                new.hostname
-            ),
-        ));
+    facts: &IntakeFacts,
+    rules: &IntakeRules,
+) -> Result<Admitted, Error> {
+    let context = IntakeContext {
+        new,
+        payload,
+        facts,
     };
-    if let Some(earlier) = context.duplicates.first() {
-        return Err(Error::AlreadyExists(format!(
-            "duplicate of notification {} ({}): same type, host and payload generated within {window_secs} s",
-            earlier.id,
-            earlier.status()
-        )));
-    }
-    if host.on_maintenance && !payload.is_started_event() && !context.maintenance_by_failed_recovery
-    {
-        return Err(Error::FailedPrecondition(format!(
-            "host {} is on maintenance; notifications for it are refused until its on_maintenance flag is cleared",
-            host.name
-        )));
-    }
-    let note = clock_note(new);
-    if !segment.enabled {
-        let mut reason = format!(
-            "failover segment {} ({}) is disabled; no recovery",
-            segment.name, segment.id
-        );
-        if let Some(note) = note {
-            reason = format!("{reason}; {note}");
-        }
-        return Ok(IntakeVerdict::Ignore { reason });
-    }
-    Ok(match note {
-        Some(note) => IntakeVerdict::AcceptNoted { note },
-        None => IntakeVerdict::Accept,
+    lifecycle::intake::decide(&context, rules).map_err(|refused| match refused {
+        Refused::UnknownHost(reason) => Error::invalid("hostname", reason),
+        Refused::Duplicate(reason) => Error::AlreadyExists(reason),
+        Refused::OnMaintenance(reason) => Error::FailedPrecondition(reason),
     })
 }
 
-/// The payload key keeping the `generated_time` a monitor sent when it was
-/// further ahead than `intake.max_clock_skew` (the report is then taken at
-/// the time it was received). No client may send it: payloads are checked
-/// for known keys before it is added.
-pub const MONITOR_GENERATED_TIME: &str = "monitor_generated_time";
-
-/// What the message of a report taken at its received time says.
-fn clock_note(new: &NewNotification) -> Option<String> {
-    let sent = new.payload.get(MONITOR_GENERATED_TIME)?;
-    Some(format!(
-        "the monitor's generated_time {sent} was ahead of this server's clock by more than \
-         intake.max_clock_skew; taken as generated when received, at {}; is the monitor's clock right?",
-        new.generated_time
-            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-    ))
-}
+pub use crate::lifecycle::intake::MONITOR_GENERATED_TIME;
 
 /// A report from a monitor whose clock is ahead by more than `max_clock_skew`
 /// is not refused (masakari-monitors takes a 400 as final, and the failure
@@ -240,6 +190,7 @@ pub(super) fn replay(new: &NewNotification, earlier: Notification) -> Result<Not
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lifecycle::intake::clock_note;
 
     #[test]
     fn a_report_older_than_the_expiry_is_refused_naming_generated_time() {

@@ -1,8 +1,9 @@
 //! Recovery runs as the dispatcher drives them: what is due, claiming and
 //! taking over runs, what a run needs to start, persisting its events,
-//! resolving it, giving it back, expiring. Each operation goes to the
-//! store and publishes what changed to the change feed (watchers, and the
-//! dispatcher itself), with the metrics.
+//! resolving it, giving it back, expiring. Each operation goes to the store
+//! (which asks the run lifecycle) and publishes what changed to the change
+//! feed (watchers, and the dispatcher itself), with the metrics. The
+//! dispatcher sees only this layer's types.
 
 use std::time::Duration;
 
@@ -12,26 +13,77 @@ use instanceha_runtime::backoff::Backoff;
 use super::Api;
 use crate::changes::Change;
 use crate::domain::{Notification, NotificationId, RunClaim, RunContext, RunId, SequencedEvent};
-use crate::store::{self, Applied, Due, Resolved, RunPolicy};
+use crate::lifecycle::{Due, RunEnd, RunOutcome, RunPolicy};
+use crate::store::{self, Resolved};
 
 /// Tries of a batch's persistence when the database fails for a passing
 /// reason, and the wait between them.
 const PERSIST_TRIES: u32 = 5;
 const PERSIST_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
 
+/// Why a run operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The run is no longer the notification's (another replica, or an
+    /// earlier call, moved it on).
+    #[error("{0}")]
+    Stale(String),
+    /// The engine sent events the plan or the status rules refuse.
+    #[error("{0}")]
+    Rejected(String),
+    /// The database failed.
+    #[error(transparent)]
+    Storage(store::Error),
+}
+
+impl From<store::Error> for RunError {
+    fn from(err: store::Error) -> Self {
+        match err {
+            store::Error::Stale(message) => Self::Stale(message),
+            store::Error::Rejected(message) => Self::Rejected(message),
+            store::Error::Illegal(illegal) => Self::Stale(illegal.to_string()),
+            other => Self::Storage(other),
+        }
+    }
+}
+
+/// What persisting a batch of a run's events came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Persisted {
+    /// The highest sequence number now persisted (to acknowledge).
+    pub sequence: u64,
+    /// The engine's `Done`, if the batch held it.
+    pub done: Option<RunOutcome>,
+}
+
 impl Api {
-    /// Notifications with work for `replica` (see [`store::Store::due`]).
-    pub async fn due_runs(&self, replica: &str, limit: u64) -> Result<Vec<Due>, store::Error> {
-        self.store.due(replica, limit).await
+    /// The time of day, from the store's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.store.now()
     }
 
-    /// Unfinished notifications generated before `before`.
-    pub async fn expired_notifications(
+    /// Notifications with work for `replica`.
+    pub async fn due_runs(&self, replica: &str, limit: u64) -> Result<Vec<Due>, RunError> {
+        Ok(self.store.due(replica, limit).await?)
+    }
+
+    /// Ends the unfinished notifications not running that were generated
+    /// longer ago than `expire_after` (after a last look at Nova when
+    /// instances lack a result); returns those that changed.
+    pub async fn expire_old(
         &self,
-        before: DateTime<Utc>,
+        expire_after: Duration,
         limit: u64,
-    ) -> Result<Vec<NotificationId>, store::Error> {
-        self.store.expired(before, limit).await
+    ) -> Result<Vec<Notification>, RunError> {
+        let mut expired = Vec::new();
+        for id in self.store.expired(expire_after, limit).await? {
+            match self.store.expire(id, expire_after).await {
+                Ok(Some(resolved)) => expired.push(self.publish_resolved(resolved)),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(notification_id = %id, error = %e, "cannot expire"),
+            }
+        }
+        Ok(expired)
     }
 
     /// Claims a notification for a run; publishes it as running.
@@ -39,8 +91,8 @@ impl Api {
         &self,
         id: NotificationId,
         replica: &str,
-        policy: RunPolicy,
-    ) -> Result<Option<(Notification, RunClaim)>, store::Error> {
+        policy: &RunPolicy,
+    ) -> Result<Option<(Notification, RunClaim)>, RunError> {
         let claimed = self.store.claim(id, replica, policy).await?;
         if let Some((notification, _)) = &claimed {
             self.changes
@@ -49,16 +101,15 @@ impl Api {
         Ok(claimed)
     }
 
-    /// Takes over a run whose replica is gone (see
-    /// [`store::Store::take_over`]).
+    /// Takes over a run whose replica is gone.
     pub async fn take_over_run(
         &self,
         id: NotificationId,
         run_id: &RunId,
         replica: &str,
         lease: Duration,
-    ) -> Result<bool, store::Error> {
-        self.store.take_over(id, run_id, replica, lease).await
+    ) -> Result<bool, RunError> {
+        Ok(self.store.take_over(id, run_id, replica, lease).await?)
     }
 
     pub async fn renew_run_lease(
@@ -66,8 +117,8 @@ impl Api {
         id: NotificationId,
         run_id: &RunId,
         lease: Duration,
-    ) -> Result<bool, store::Error> {
-        self.store.renew_lease(id, run_id, lease).await
+    ) -> Result<bool, RunError> {
+        Ok(self.store.renew_lease(id, run_id, lease).await?)
     }
 
     /// What run `claim` of `notification` needs to start.
@@ -75,7 +126,7 @@ impl Api {
         &self,
         notification: &Notification,
         claim: &RunClaim,
-    ) -> Result<RunContext, store::Error> {
+    ) -> Result<RunContext, RunError> {
         let segment = self.store.segment(notification.segment_id).await?;
         let reserved_hosts = if segment.recovery_method.uses_reserved_hosts() {
             self.store.reserved_hosts(segment.id).await?
@@ -101,14 +152,14 @@ impl Api {
         run_id: &RunId,
         events: &[SequencedEvent],
         lease: Duration,
-    ) -> Result<Applied, store::Error> {
+    ) -> Result<Persisted, RunError> {
         let mut retries = PERSIST_BACKOFF.retries(Some(PERSIST_TRIES), None);
         let applied = loop {
             match self.store.apply_run_events(id, run_id, events, lease).await {
                 Err(e) if e.is_transient() => {
                     tracing::warn!(error = %e, tries = retries.tries(), "cannot persist events yet");
                     if !retries.wait(None).await {
-                        return Err(e);
+                        return Err(e.into());
                     }
                 }
                 other => break other?,
@@ -124,24 +175,26 @@ impl Api {
                 event: event.clone(),
             });
         }
-        Ok(applied)
+        for step in &applied.steps {
+            self.changes.publish(Change::Step(step.clone()));
+        }
+        Ok(Persisted {
+            sequence: applied.sequence,
+            done: applied.done,
+        })
     }
 
-    /// Resolves a run with the status rules and publishes the outcome;
+    /// Resolves a run as the lifecycle decides and publishes the outcome;
     /// says when the next run (a retry, a reconcile, a release of locks)
     /// is due, if one is.
     pub async fn resolve_run(
         &self,
         id: NotificationId,
         run_id: &RunId,
-        end: &crate::status::RunEnd,
-        policy: RunPolicy,
-        retry_at: DateTime<Utc>,
-    ) -> Result<(Notification, Option<DateTime<Utc>>), store::Error> {
-        let resolved = self
-            .store
-            .resolve_run(id, run_id, end, policy, retry_at)
-            .await?;
+        end: &RunEnd,
+        policy: &RunPolicy,
+    ) -> Result<(Notification, Option<DateTime<Utc>>), RunError> {
+        let resolved = self.store.resolve_run(id, run_id, end, policy).await?;
         let next = resolved.next_run_at;
         crate::metrics::locks_left(resolved.locks_held);
         Ok((self.publish_resolved(resolved), next))
@@ -153,43 +206,34 @@ impl Api {
         &self,
         id: NotificationId,
         run_id: &RunId,
-        message: &str,
-        retry_at: DateTime<Utc>,
-    ) -> Result<Notification, store::Error> {
+        message: String,
+        policy: &RunPolicy,
+    ) -> Result<Notification, RunError> {
         let notification = self
             .store
-            .release_unreachable(id, run_id, message, retry_at)
+            .release_unreachable(id, run_id, message, policy)
             .await?;
         self.changes
             .publish(Change::Notification(notification.clone()));
         Ok(notification)
     }
 
-    /// Ends a notification too old to recover (after a last look at Nova
-    /// if instances lack a result); `None` if nothing changed.
-    pub async fn expire_notification(
-        &self,
-        id: NotificationId,
-        reason: &str,
-    ) -> Result<Option<Notification>, store::Error> {
-        Ok(self
-            .store
-            .expire(id, reason)
-            .await?
-            .map(|resolved| self.publish_resolved(resolved)))
+    /// Locks held by ended notifications, for the metrics.
+    pub async fn locks_left(&self) -> Result<u64, RunError> {
+        Ok(self.store.locks_left().await?)
     }
 
-    /// Locks held by ended notifications, for the metrics.
-    pub async fn locks_left(&self) -> Result<u64, store::Error> {
-        self.store.locks_left().await
+    /// Hosts held out of service for flapping, for the metrics.
+    pub async fn hosts_held(&self) -> Result<u64, RunError> {
+        Ok(self.store.hosts_held().await?)
     }
 
     /// The notification as stored now.
-    pub async fn notification(&self, id: NotificationId) -> Result<Notification, store::Error> {
-        self.store.notification(id).await
+    pub async fn notification(&self, id: NotificationId) -> Result<Notification, RunError> {
+        Ok(self.store.notification(id).await?)
     }
 
-    fn publish_resolved(&self, resolved: Resolved) -> Notification {
+    pub(super) fn publish_resolved(&self, resolved: Resolved) -> Notification {
         crate::metrics::notification_resolved(&resolved.notification);
         for vmove in resolved.vmoves {
             crate::metrics::vmove_resolved(&vmove);

@@ -1,7 +1,7 @@
 //! VM move operations (read-only: vmoves are written by recoveries).
 
 use super::{Api, Error};
-use crate::domain::{NotificationId, Page, PageRequest, VMove, VMoveFilter, VMoveId};
+use crate::domain::{InstanceStep, NotificationId, Page, PageRequest, VMove, VMoveFilter, VMoveId};
 
 impl Api {
     #[tracing::instrument(skip(self))]
@@ -23,5 +23,16 @@ impl Api {
         // An unknown notification is an error, not an empty list.
         self.store.notification(notification).await?;
         Ok(self.store.list_vmoves(notification, &filter, page).await?)
+    }
+
+    /// Every instance's timeline: the steps the engine reported for the
+    /// notification's instances, in order.
+    #[tracing::instrument(skip(self))]
+    pub async fn instance_steps(
+        &self,
+        notification: NotificationId,
+    ) -> Result<Vec<InstanceStep>, Error> {
+        self.store.notification(notification).await?;
+        Ok(self.store.instance_steps(notification).await?)
     }
 }

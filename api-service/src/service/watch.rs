@@ -102,11 +102,15 @@ impl Api {
             };
             match received {
                 Ok(change) if change.notification_id() == id => {
-                    next = Some(match change.as_ref() {
-                        Change::Notification(n) => WatchUpdate::Notification(n.clone()),
-                        Change::VMove(v) => WatchUpdate::VMove(v.clone()),
-                        Change::Progress { event, .. } => WatchUpdate::Progress(event.clone()),
-                    });
+                    next = match change.as_ref() {
+                        Change::Notification(n) => Some(WatchUpdate::Notification(n.clone())),
+                        Change::VMove(v) => Some(WatchUpdate::VMove(v.clone())),
+                        Change::Progress { event, .. } => {
+                            Some(WatchUpdate::Progress(event.clone()))
+                        }
+                        // The vmove's own change carries its current step.
+                        Change::Step(_) => None,
+                    };
                 }
                 Ok(_) => {}
                 Err(broadcast::error::RecvError::Lagged(missed)) => {

@@ -15,7 +15,7 @@ use crate::domain::{
     InstanceId, InstanceResult, PlannedInstance, PriorState, ProgressEvent, ProgressState,
     RunEvent, RunId, SequencedEvent, VMoveType,
 };
-use crate::status::RunOutcome;
+use crate::lifecycle::RunOutcome;
 
 /// An event the ledger refuses: the whole batch is refused with it and
 /// the run is cancelled.
@@ -56,6 +56,15 @@ impl Step {
     }
 }
 
+/// A step an instance entered, as its timeline keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepTaken {
+    pub instance_id: InstanceId,
+    pub step: String,
+    pub message: String,
+    pub at: DateTime<Utc>,
+}
+
 /// A host flag a run changes (the failed host on maintenance, a reserved
 /// host taken into service).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +83,8 @@ pub struct Applied {
     /// order (created ones are not repeated here).
     pub updated: Vec<InstanceId>,
     pub progress: Vec<ProgressEvent>,
+    /// Each step an instance entered, in order: its timeline.
+    pub steps: Vec<StepTaken>,
     pub hosts: Vec<HostChange>,
     /// The engine's `Done`, if the batch held it.
     pub done: Option<RunOutcome>,
@@ -91,6 +102,9 @@ pub struct RunLedger {
     /// A release-locks run of an ended notification: only lock changes,
     /// progress and `Done` are accepted; no status changes.
     locks_only: bool,
+    /// A reconcile run: its steps say what it reads of instances it does
+    /// not start, whatever their status.
+    reconciling: bool,
 }
 
 impl RunLedger {
@@ -109,6 +123,7 @@ impl RunLedger {
             progress_sequence,
             vmoves,
             locks_only: false,
+            reconciling: false,
         }
     }
 
@@ -116,6 +131,13 @@ impl RunLedger {
     /// progress and `Done`, nothing else.
     pub fn locks_only(mut self) -> Self {
         self.locks_only = true;
+        self
+    }
+
+    /// The state of a reconcile run: its steps are taken for instances in
+    /// any status (it starts none of them).
+    pub fn reconciling(mut self) -> Self {
+        self.reconciling = true;
         self
     }
 
@@ -223,8 +245,9 @@ impl RunLedger {
                 message,
                 at,
             } => {
+                let reconciling = self.reconciling;
                 let vmove = self.planned_mut(instance_id)?;
-                if vmove.record.status() != VMoveStatus::Ongoing {
+                if vmove.record.status() != VMoveStatus::Ongoing && !reconciling {
                     return Err(Rejected(format!(
                         "instance {instance_id}: a step was reported while it is {}",
                         vmove.record.status()
@@ -234,6 +257,12 @@ impl RunLedger {
                     name: step.clone(),
                     message: (!message.is_empty()).then(|| message.clone()),
                     at: Some(*at),
+                });
+                applied.steps.push(StepTaken {
+                    instance_id: instance_id.clone(),
+                    step: step.clone(),
+                    message: message.clone(),
+                    at: *at,
                 });
                 touched(applied, instance_id);
             }
@@ -323,11 +352,17 @@ impl RunLedger {
             RunEvent::LockChanged {
                 instance_id,
                 locked,
-                ..
+                at,
             } => {
                 let vmove = self.planned_mut(instance_id)?;
                 if vmove.lock_held != *locked {
                     vmove.lock_held = *locked;
+                    applied.steps.push(StepTaken {
+                        instance_id: instance_id.clone(),
+                        step: if *locked { "locked" } else { "lock released" }.to_owned(),
+                        message: String::new(),
+                        at: *at,
+                    });
                     touched(applied, instance_id);
                 }
             }
@@ -462,194 +497,4 @@ fn touched(applied: &mut Applied, instance_id: &InstanceId) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::InstanceResult;
-
-    fn at(secs: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
-    }
-
-    fn numbered(events: Vec<RunEvent>, first: u64) -> Vec<SequencedEvent> {
-        events
-            .into_iter()
-            .enumerate()
-            .map(|(i, event)| SequencedEvent {
-                sequence: first + i as u64,
-                event,
-            })
-            .collect()
-    }
-
-    fn plan(ids: &[&str]) -> RunEvent {
-        RunEvent::Plan(
-            ids.iter()
-                .map(|id| PlannedInstance {
-                    instance_id: (*id).into(),
-                    instance_name: format!("vm-{id}"),
-                    source_host: "compute-01".to_owned(),
-                    vmove_type: VMoveType::Evacuation,
-                    prior_state: Some(PriorState::Active),
-                })
-                .collect(),
-        )
-    }
-
-    #[test]
-    fn a_whole_recovery_in_one_batch_creates_and_resolves_the_vmove() {
-        let mut ledger = RunLedger::new("run-1", 0, 4, HashMap::new());
-        let events = numbered(
-            vec![
-                plan(&["a"]),
-                RunEvent::InstanceStarted {
-                    instance_id: "a".into(),
-                    at: at(1),
-                },
-                RunEvent::InstanceStep {
-                    instance_id: "a".into(),
-                    step: "evacuate".into(),
-                    message: "evacuating to compute-02".into(),
-                    at: at(2),
-                },
-                RunEvent::InstanceFinished {
-                    instance_id: "a".into(),
-                    result: InstanceResult::Succeeded {
-                        dest_host: Some("compute-02".into()),
-                        note: None,
-                    },
-                    start: Some(at(1)),
-                    end: at(3),
-                },
-                RunEvent::Done(RunOutcome::Completed {
-                    message: "host compute-01 processed".into(),
-                }),
-            ],
-            1,
-        );
-        let applied = ledger.apply_batch(&events).unwrap();
-        assert_eq!(applied.created, ["a"]);
-        assert!(applied.updated.is_empty());
-        assert_eq!(applied.sequence, 5);
-        assert!(applied.done.is_some());
-        let texts: Vec<&str> = applied
-            .progress
-            .iter()
-            .map(|p| p.message.as_str())
-            .collect();
-        assert_eq!(
-            texts,
-            [
-                "recovery of vm-a (a) started",
-                "vm-a recovered on compute-02"
-            ]
-        );
-        assert_eq!(applied.progress[0].sequence, 5);
-        let vmove = ledger.vmove("a").unwrap();
-        assert_eq!(vmove.record.status(), VMoveStatus::Succeeded);
-        assert_eq!(vmove.record.dest_host(), Some("compute-02"));
-        // A replay of the same batch changes nothing.
-        let again = ledger.apply_batch(&events).unwrap();
-        assert_eq!(
-            again,
-            Applied {
-                sequence: 5,
-                ..Applied::default()
-            }
-        );
-    }
-
-    #[test]
-    fn steps_keep_their_message_and_time() {
-        let mut ledger = RunLedger::new("run-1", 0, 0, HashMap::new());
-        ledger
-            .apply_batch(&numbered(
-                vec![
-                    plan(&["a"]),
-                    RunEvent::InstanceStarted {
-                        instance_id: "a".into(),
-                        at: at(1),
-                    },
-                    RunEvent::InstanceStep {
-                        instance_id: "a".into(),
-                        step: "lock".into(),
-                        message: "locking the instance".into(),
-                        at: at(2),
-                    },
-                ],
-                1,
-            ))
-            .unwrap();
-        let step = ledger.vmove("a").unwrap().step.clone().unwrap();
-        assert_eq!(step.name, "lock");
-        assert_eq!(step.message.as_deref(), Some("locking the instance"));
-        assert_eq!(step.at, Some(at(2)));
-    }
-
-    #[test]
-    fn a_refused_event_refuses_the_batch_and_leaves_the_ledger_unchanged() {
-        let mut ledger = RunLedger::new("run-1", 0, 0, HashMap::new());
-        let before = ledger.clone();
-        let gap = numbered(vec![plan(&["a"])], 2);
-        assert!(ledger.apply_batch(&gap).is_err());
-        let unplanned = numbered(
-            vec![
-                plan(&["a"]),
-                RunEvent::InstanceStarted {
-                    instance_id: "ghost".into(),
-                    at: at(1),
-                },
-            ],
-            1,
-        );
-        let err = ledger.apply_batch(&unplanned).unwrap_err();
-        assert!(err.0.contains("not announced"), "{err}");
-        let finished_twice = numbered(
-            vec![
-                plan(&["a"]),
-                RunEvent::InstanceFinished {
-                    instance_id: "a".into(),
-                    result: InstanceResult::Failed {
-                        message: "no".into(),
-                        retryable: false,
-                    },
-                    start: None,
-                    end: at(1),
-                },
-                RunEvent::InstanceFinished {
-                    instance_id: "a".into(),
-                    result: InstanceResult::Failed {
-                        message: "no".into(),
-                        retryable: false,
-                    },
-                    start: None,
-                    end: at(2),
-                },
-            ],
-            1,
-        );
-        assert!(ledger.apply_batch(&finished_twice).is_err());
-        assert_eq!(ledger, before);
-    }
-
-    #[test]
-    fn a_result_records_when_the_instance_started_if_its_start_was_missed() {
-        let mut ledger = RunLedger::new("run-1", 0, 0, HashMap::new());
-        ledger
-            .apply_batch(&numbered(
-                vec![
-                    plan(&["a"]),
-                    RunEvent::InstanceFinished {
-                        instance_id: "a".into(),
-                        result: InstanceResult::Ignored {
-                            message: "deleted".into(),
-                        },
-                        start: Some(at(1)),
-                        end: at(2),
-                    },
-                ],
-                1,
-            ))
-            .unwrap();
-        assert_eq!(ledger.vmove("a").unwrap().record.start_time(), Some(at(1)));
-    }
-}
+mod tests;

@@ -6,10 +6,11 @@ use sea_orm::{
 };
 
 use super::entity::{host, segment};
-use super::notifications::{Unfinished, unfinished_in_segment};
+use super::notifications::{Unfinished, unfinished_in_segment, unfinished_of_host};
 use super::segments::page_of;
-use super::{Error, Result, Store, now, parse_uuid};
+use super::{Error, Result, Store, parse_uuid};
 use crate::domain::{Host, HostFilter, HostId, HostUpdate, NewHost, Page, PageRequest, SegmentId};
+use crate::lifecycle::hosts::Scope;
 
 pub(super) fn to_host(row: host::Model) -> Result<Host> {
     Ok(Host {
@@ -26,6 +27,7 @@ pub(super) fn to_host(row: host::Model) -> Result<Host> {
             .as_deref()
             .map(|id| super::parse_uuid("hosts", "maintenance_by", id))
             .transpose()?,
+        held_reason: row.held_reason,
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
@@ -68,7 +70,7 @@ impl Store {
             .one(&txn)
             .await?
             .ok_or_else(|| Error::not_found("segment", new.segment_id))?;
-        let at = now();
+        let at = self.now();
         let row = host::ActiveModel {
             uuid: Set(HostId::new().to_string()),
             name: Set(new.name.clone()),
@@ -127,21 +129,26 @@ impl Store {
     }
 
     /// Applies `update` if `guard` allows it, given the unfinished
-    /// notifications of the host's segment, in one transaction.
+    /// notifications of the host (`Scope::Host`) or of its segment, in one
+    /// transaction.
     pub async fn update_host<E: From<Error>>(
         &self,
         id: HostId,
         segment: Option<SegmentId>,
         update: &HostUpdate,
+        scope: Scope,
         guard: impl FnOnce(&Host, &Unfinished) -> Result<(), E>,
     ) -> Result<Host, E> {
         let txn = self.begin_write().await?;
         let row = find_host(&txn, id, segment, true).await?;
         let current = to_host(row.clone())?;
-        let unfinished = unfinished_in_segment(&txn, current.segment_id).await?;
+        let unfinished = match scope {
+            Scope::Host => unfinished_of_host(&txn, current.id).await?,
+            Scope::Segment => unfinished_in_segment(&txn, current.segment_id).await?,
+        };
         guard(&current, &unfinished)?;
         let name = update.name.clone().unwrap_or_default();
-        let row = apply_host_update(row, update)
+        let row = apply_host_update(row, update, self.now())
             .update(&txn)
             .await
             .map_err(|e| Error::unique(e, name_taken(&name)))?;
@@ -169,7 +176,9 @@ impl Store {
             reserved,
             ..HostUpdate::default()
         };
-        let row = apply_host_update(row, &update).update(&self.db).await?;
+        let row = apply_host_update(row, &update, self.now())
+            .update(&self.db)
+            .await?;
         Ok(Some(to_host(row)?))
     }
 
@@ -189,6 +198,15 @@ impl Store {
         Ok(())
     }
 
+    /// Hosts held out of service for flapping, for the metrics.
+    pub async fn hosts_held(&self) -> Result<u64> {
+        use sea_orm::PaginatorTrait as _;
+        Ok(host::Entity::find()
+            .filter(host::Column::HeldReason.is_not_null())
+            .count(&self.db)
+            .await?)
+    }
+
     /// The reserved hosts of a segment that are not on maintenance, in
     /// creation order: the targets of the `reserved_host` methods.
     pub async fn reserved_hosts(&self, segment: SegmentId) -> Result<Vec<Host>> {
@@ -205,7 +223,11 @@ impl Store {
     }
 }
 
-fn apply_host_update(row: host::Model, update: &HostUpdate) -> host::ActiveModel {
+fn apply_host_update(
+    row: host::Model,
+    update: &HostUpdate,
+    at: chrono::DateTime<chrono::Utc>,
+) -> host::ActiveModel {
     let mut active: host::ActiveModel = row.into();
     if let Some(name) = &update.name {
         active.name = Set(name.clone());
@@ -221,9 +243,11 @@ fn apply_host_update(row: host::Model, update: &HostUpdate) -> host::ActiveModel
     }
     if let Some(on_maintenance) = update.on_maintenance {
         active.on_maintenance = Set(on_maintenance);
-        // An operator's flag: no recovery's any more.
+        // An operator's flag: no recovery's any more, and an operator's
+        // word ends a hold.
         active.maintenance_by = Set(None);
+        active.held_reason = Set(None);
     }
-    active.updated_at = Set(now());
+    active.updated_at = Set(at);
     active
 }

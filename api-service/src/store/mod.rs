@@ -4,10 +4,12 @@
 //! what may change are passed in by the service layer as closures, so they
 //! stay plain Rust.
 
-mod dispatch;
 pub mod entity;
+mod events;
 mod hosts;
+mod intake;
 mod notifications;
+mod runs;
 mod segments;
 mod trace;
 mod vmoves;
@@ -18,14 +20,17 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use instanceha_migrations::MigratorTrait;
 use instanceha_runtime::backoff::Backoff;
+use instanceha_runtime::clock::Clock;
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
     ConnectOptions, ConnectionTrait as _, Database, DatabaseConnection, DatabaseTransaction,
     DbBackend, DbErr, IsolationLevel, SqlErr, TransactionOptions, TransactionTrait,
 };
 
-pub use dispatch::{Applied, Due, DueWork, Resolved, RunPolicy};
-pub use notifications::{Intake, IntakeContext, Unfinished};
+pub use events::Applied;
+pub use intake::{Intake, IntakeWindows};
+pub use notifications::Unfinished;
+pub use runs::Resolved;
 
 /// Errors of the store, classified here: no database driver type leaves
 /// this module.
@@ -171,6 +176,8 @@ pub struct Store {
     db: DatabaseConnection,
     /// Connections in the pool (1 on SQLite).
     pool_size: u32,
+    /// Where "now" comes from: the system's clock, or Tokio's in tests.
+    clock: Clock,
 }
 
 impl Store {
@@ -182,6 +189,12 @@ impl Store {
     /// rebuilds its WAL index; replicas opening one file together retry
     /// that until the connect timeout runs out.
     pub async fn open(options: &DatabaseSettings) -> Result<Self> {
+        if let Some(path) = sqlite_file(&options.url) {
+            make_private(&path).map_err(|e| Error::Connect {
+                url: redact_url(&options.url),
+                reason: format!("cannot make {} private (0600): {e}", path.display()),
+            })?;
+        }
         let mut retries = Backoff::new(Duration::from_millis(10), Duration::from_millis(200))
             .retries(None, Some(options.connect_timeout));
         loop {
@@ -235,7 +248,23 @@ impl Store {
         } else {
             options.max_connections.max(1)
         };
-        Ok(Self { db, pool_size })
+        Ok(Self {
+            db,
+            pool_size,
+            clock: Clock::system(),
+        })
+    }
+
+    /// The store reading the time from `clock` (tests pass Tokio's).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The current time at the precision every backend stores
+    /// (microseconds).
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now().trunc_subsecs(6)
     }
 
     /// Connections in the pool: how many statements can run at once.
@@ -284,6 +313,37 @@ enum OpenFailure {
 
 /// Whether `err` is SQLite's "database is busy" or "database is locked"
 /// (primary result codes 5 and 6, with any extended code).
+/// The file of an SQLite URL (`sqlite://PATH`, `sqlite:PATH`), `None`
+/// for an in-memory database or another backend.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path.is_empty() || path == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
+        return None;
+    }
+    Some(std::path::PathBuf::from(path))
+}
+
+/// The database file created (or narrowed to) 0600 in a directory made
+/// 0700 before SQLite opens it, and its `-wal` and `-shm` files narrowed
+/// if they exist: SQLite gives the files it creates beside a database the
+/// database's own mode, so all three stay private whatever the umask.
+fn make_private(path: &std::path::Path) -> std::io::Result<()> {
+    use instanceha_runtime::private;
+    private::ensure_file(path)?;
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut beside = path.as_os_str().to_owned();
+        beside.push(suffix);
+        let beside = std::path::PathBuf::from(beside);
+        if beside.exists() {
+            private::ensure_file(&beside)?;
+        }
+    }
+    Ok(())
+}
+
 fn sqlite_busy(err: &DbErr) -> bool {
     let (DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e))
     | DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e))
@@ -362,11 +422,6 @@ async fn migrate(db: &DatabaseConnection, options: &DatabaseSettings) -> Result<
 /// The key of the PostgreSQL advisory lock held while migrating.
 const MIGRATION_LOCK: i64 = 0x696e_7374_6861; // "instha"
 
-/// The current time at the precision every backend stores (microseconds).
-pub fn now() -> DateTime<Utc> {
-    Utc::now().trunc_subsecs(6)
-}
-
 /// The URL without its password, for messages and logs.
 pub fn redact_url(url: &str) -> String {
     match url.split_once("://") {
@@ -416,5 +471,39 @@ mod tests {
             redact_url("sqlite:///var/lib/ha.db"),
             "sqlite:///var/lib/ha.db"
         );
+    }
+
+    #[test]
+    fn the_file_of_an_sqlite_url() {
+        use std::path::PathBuf;
+        assert_eq!(
+            sqlite_file("sqlite:///var/lib/ha.db?mode=rwc"),
+            Some(PathBuf::from("/var/lib/ha.db"))
+        );
+        assert_eq!(sqlite_file("sqlite:ha.db"), Some(PathBuf::from("ha.db")));
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("sqlite://x.db?mode=memory"), None);
+        assert_eq!(sqlite_file("postgres://db/ha"), None);
+    }
+
+    #[tokio::test]
+    async fn the_database_and_its_wal_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data/ha.db");
+        let store = Store::open(&DatabaseSettings::new(format!(
+            "sqlite://{}",
+            path.display()
+        )))
+        .await
+        .unwrap();
+        store.ping().await.unwrap();
+        let mode = |p: &std::path::Path| instanceha_runtime::private::mode_of(p).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join("data")), 0o700);
+        for suffix in ["-wal", "-shm"] {
+            let beside = dir.path().join(format!("data/ha.db{suffix}"));
+            assert!(beside.exists(), "{suffix}");
+            assert_eq!(mode(&beside), 0o600, "{suffix}");
+        }
     }
 }

@@ -2,24 +2,22 @@
 //! transaction that checks a new failure report against its host, segment
 //! and recent reports atomically.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, Query};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveValue::NotSet, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect,
+    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 
-use super::entity::{host, notification, progress_event, segment};
-use super::hosts::to_host;
-use super::segments::{page_of, to_segment};
-use super::{Error, Result, Store, now, parse_enum, parse_uuid};
+use super::entity::{notification, progress_event};
+use super::segments::page_of;
+use super::{Error, Result, Store, parse_enum, parse_uuid};
 use crate::domain::{
-    Host, NewNotification, Notification, NotificationFields, NotificationFilter, NotificationId,
-    NotificationType, Page, PageRequest, ProgressEvent, ProgressState, Segment, SegmentId,
+    HostId, Notification, NotificationFields, NotificationFilter, NotificationId, NotificationType,
+    Page, PageRequest, ProgressEvent, ProgressState, SegmentId,
 };
-use crate::status::{IntakeVerdict, NotificationEvent, NotificationStatus, Transition as _};
+use crate::status::{NotificationEvent, NotificationStatus, Transition as _};
 
 /// The statuses that count as unfinished, as stored.
 pub(super) fn unfinished() -> [&'static str; 3] {
@@ -38,8 +36,30 @@ pub(super) async fn unfinished_in_segment<C: ConnectionTrait>(
     conn: &C,
     segment: SegmentId,
 ) -> Result<Unfinished> {
+    unfinished_where(
+        conn,
+        notification::Column::SegmentUuid.eq(segment.to_string()),
+    )
+    .await
+}
+
+pub(super) async fn unfinished_of_host<C: ConnectionTrait>(
+    conn: &C,
+    host: HostId,
+) -> Result<Unfinished> {
+    unfinished_where(
+        conn,
+        notification::Column::SourceHostUuid.eq(host.to_string()),
+    )
+    .await
+}
+
+async fn unfinished_where<C: ConnectionTrait>(
+    conn: &C,
+    condition: sea_orm::sea_query::SimpleExpr,
+) -> Result<Unfinished> {
     let query = notification::Entity::find()
-        .filter(notification::Column::SegmentUuid.eq(segment.to_string()))
+        .filter(condition)
         .filter(notification::Column::Status.is_in(unfinished()));
     let count = query.clone().count(conn).await?;
     let examples = if count == 0 {
@@ -85,7 +105,12 @@ pub(super) fn to_notification(row: notification::Model) -> Result<Notification> 
         generated_time: row.generated_time,
         payload,
         message: row.message,
-        attempts: u32::try_from(row.attempts).unwrap_or_default(),
+        attempts: u32::try_from(row.attempts).map_err(|_| Error::Corrupt {
+            table: "notifications",
+            column: "attempts",
+            value: row.attempts.to_string(),
+        })?,
+        ended_at: row.ended_at,
         created_at: row.created_at,
         updated_at: row.updated_at,
     };
@@ -94,374 +119,17 @@ pub(super) fn to_notification(row: notification::Model) -> Result<Notification> 
 
 fn to_progress_event(row: progress_event::Model) -> Result<ProgressEvent> {
     Ok(ProgressEvent {
-        sequence: u64::try_from(row.sequence).unwrap_or_default(),
+        sequence: u64::try_from(row.sequence).map_err(|_| Error::Corrupt {
+            table: "progress_events",
+            column: "sequence",
+            value: row.sequence.to_string(),
+        })?,
         state: parse_enum("progress_events", "state", &row.state, ProgressState::parse)?,
         task: row.task,
         message: row.message,
         time: row.time,
         instance_id: row.instance_uuid,
     })
-}
-
-/// What the intake rules see about a new report, read inside the intake
-/// transaction with the host locked.
-#[derive(Clone, Debug)]
-pub struct IntakeContext<'a> {
-    pub new: &'a NewNotification,
-    /// The host named by the report, if registered.
-    pub host: Option<Host>,
-    /// The host's segment.
-    pub segment: Option<Segment>,
-    /// Earlier reports of the same type for the same host, with the same
-    /// payload, generated within `window` of this one (either side), that
-    /// have not failed (a new report is how a monitor retries a failed
-    /// recovery).
-    pub duplicates: Vec<Notification>,
-    /// The host is on maintenance because of a recovery that then failed:
-    /// the maintenance is that recovery's, not an operator's.
-    pub maintenance_by_failed_recovery: bool,
-}
-
-/// What the intake transaction did with one report of a batch.
-#[derive(Debug)]
-pub enum Intake<E> {
-    /// Stored with the status the rules decided.
-    Created(Notification),
-    /// Its idempotency key already names this notification (stored before,
-    /// or created from an earlier report of the same batch); nothing was
-    /// stored for it. Whether it is the same report is the caller's rule.
-    KeyUsed(Notification),
-    /// The rules refused it; nothing was stored for it.
-    Refused(E),
-}
-
-/// A report's outcome before the batch's rows are read back.
-enum Slot<E> {
-    Created(String),
-    KeyOfBatch(String),
-    KeyUsed(Notification),
-    Refused(E),
-}
-
-/// Whether `candidate` is a duplicate of `new`: the same host, type and
-/// payload, generated within `window` of it (either side: a report stamped
-/// ahead by a fast clock must not swallow the ones after it).
-fn is_duplicate(
-    candidate: &notification::Model,
-    new: &NewNotification,
-    host_uuid: &str,
-    payload: &str,
-    window: chrono::Duration,
-) -> bool {
-    candidate.source_host_uuid == host_uuid
-        && candidate.status != NotificationStatus::Failed.as_str()
-        && candidate.r#type == new.notification_type.as_str()
-        && candidate.payload == payload
-        && (candidate.generated_time - new.generated_time).abs() <= window
-}
-
-impl Store {
-    /// Stores a batch of failure reports in one transaction: a group
-    /// commit, one round of statements for many concurrent reports. For
-    /// every report it reads what a report alone needs: the notification
-    /// its idempotency key already names, its host (locked, with the
-    /// segment share-locked) and its duplicate candidates; `decide(i, …)`
-    /// applies the intake rules to report `i`, and what they decided is
-    /// inserted. Earlier reports of the batch count as stored for later
-    /// ones (duplicates, idempotency keys).
-    ///
-    /// Segments, then hosts, are locked in id order, so that batches never
-    /// wait for each other in a circle. An error stores nothing of the
-    /// batch; [`Error::is_contention`] says whether trying it again can
-    /// succeed (another transaction took one of its idempotency keys, or
-    /// the database broke a deadlock).
-    pub async fn create_notifications<E: From<Error>>(
-        &self,
-        batch: &[NewNotification],
-        duplicate_window: chrono::Duration,
-        mut decide: impl FnMut(usize, IntakeContext<'_>) -> Result<IntakeVerdict, E>,
-    ) -> Result<Vec<Intake<E>>> {
-        let txn = self.begin_write().await?;
-
-        let mut names: Vec<&str> = batch.iter().map(|n| n.hostname.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        // The reports' segments share-locked, then their hosts locked (the
-        // order segment deletes take too), each in id order.
-        let mut segments: HashMap<String, Segment> = HashMap::new();
-        for row in segment::Entity::find()
-            .filter(
-                segment::Column::Uuid.in_subquery(
-                    Query::select()
-                        .column(host::Column::SegmentUuid)
-                        .from(host::Entity)
-                        .and_where(host::Column::Name.is_in(names.iter().copied()))
-                        .to_owned(),
-                ),
-            )
-            .order_by_asc(segment::Column::Uuid)
-            .lock_shared()
-            .all(&txn)
-            .await?
-        {
-            segments.insert(row.uuid.clone(), to_segment(row)?);
-        }
-        let mut hosts: HashMap<String, Host> = HashMap::new();
-        for row in host::Entity::find()
-            .filter(host::Column::Name.is_in(names))
-            .order_by_asc(host::Column::Uuid)
-            .lock_exclusive()
-            .all(&txn)
-            .await?
-        {
-            hosts.insert(row.name.clone(), to_host(row)?);
-        }
-
-        // Hosts a failed recovery left on maintenance.
-        let maintainers: Vec<String> = hosts
-            .values()
-            .filter(|h| h.on_maintenance)
-            .filter_map(|h| h.maintenance_by.map(|id| id.to_string()))
-            .collect();
-        let failed_maintainers: std::collections::HashSet<String> = if maintainers.is_empty() {
-            std::collections::HashSet::new()
-        } else {
-            notification::Entity::find()
-                .filter(notification::Column::Uuid.is_in(maintainers))
-                .filter(notification::Column::Status.eq(NotificationStatus::Failed.as_str()))
-                .all(&txn)
-                .await?
-                .into_iter()
-                .map(|row| row.uuid)
-                .collect()
-        };
-
-        // After the locks: a report sent twice at once with one key takes
-        // the same host lock, so the second batch reads the first's row
-        // here (READ COMMITTED) instead of taking it for a duplicate.
-        let mut keys: Vec<&str> = batch
-            .iter()
-            .filter_map(|n| n.idempotency_key.as_deref())
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let mut by_key: HashMap<String, Slot<E>> = HashMap::new();
-        if !keys.is_empty() {
-            for row in notification::Entity::find()
-                .filter(notification::Column::IdempotencyKey.is_in(keys))
-                .all(&txn)
-                .await?
-            {
-                if let Some(key) = row.idempotency_key.clone() {
-                    by_key.insert(key, Slot::KeyUsed(to_notification(row)?));
-                }
-            }
-        }
-
-        // Each report's payload as stored (a sorted map's JSON, so equal
-        // maps are equal text), and the candidates for all of them in one
-        // query; the comparison is redone exactly below (MySQL compares
-        // text without regard to case).
-        let payloads: Vec<String> = batch
-            .iter()
-            .map(|n| serde_json::to_string(&n.payload).expect("a string map serialises"))
-            .collect();
-        let mut host_ids: Vec<String> = Vec::new();
-        let mut kinds: Vec<&str> = Vec::new();
-        let mut wanted_payloads: Vec<&str> = Vec::new();
-        let mut span: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
-        for (new, payload) in batch.iter().zip(&payloads) {
-            let Some(host) = hosts.get(&new.hostname) else {
-                continue;
-            };
-            host_ids.push(host.id.to_string());
-            kinds.push(new.notification_type.as_str());
-            wanted_payloads.push(payload.as_str());
-            let since = new
-                .generated_time
-                .checked_sub_signed(duplicate_window)
-                .unwrap_or(DateTime::<Utc>::MIN_UTC);
-            let until = new
-                .generated_time
-                .checked_add_signed(duplicate_window)
-                .unwrap_or(DateTime::<Utc>::MAX_UTC);
-            span = Some(match span {
-                None => (since, until),
-                Some((a, b)) => (a.min(since), b.max(until)),
-            });
-        }
-        host_ids.sort_unstable();
-        host_ids.dedup();
-        kinds.sort_unstable();
-        kinds.dedup();
-        wanted_payloads.sort_unstable();
-        wanted_payloads.dedup();
-        let mut candidates: Vec<notification::Model> = match span {
-            Some((since, until)) => {
-                notification::Entity::find()
-                    .filter(notification::Column::SourceHostUuid.is_in(host_ids))
-                    .filter(notification::Column::Type.is_in(kinds))
-                    .filter(notification::Column::GeneratedTime.between(since, until))
-                    .filter(notification::Column::Payload.is_in(wanted_payloads))
-                    .order_by_asc(notification::Column::Id)
-                    .all(&txn)
-                    .await?
-            }
-            None => Vec::new(),
-        };
-
-        let at = now();
-        let mut slots: Vec<Slot<E>> = Vec::with_capacity(batch.len());
-        let mut rows: Vec<notification::ActiveModel> = Vec::new();
-        for (i, (new, payload)) in batch.iter().zip(&payloads).enumerate() {
-            if let Some(key) = &new.idempotency_key {
-                match by_key.get(key) {
-                    Some(Slot::KeyUsed(earlier)) => {
-                        slots.push(Slot::KeyUsed(earlier.clone()));
-                        continue;
-                    }
-                    Some(Slot::Created(uuid) | Slot::KeyOfBatch(uuid)) => {
-                        slots.push(Slot::KeyOfBatch(uuid.clone()));
-                        continue;
-                    }
-                    Some(Slot::Refused(_)) | None => {}
-                }
-            }
-            let host = hosts.get(&new.hostname).cloned();
-            // A host moved to another segment since the first statement has
-            // no locked segment here: the report is refused, as for a host
-            // in no segment.
-            let segment = host
-                .as_ref()
-                .and_then(|h| segments.get(&h.segment_id.to_string()))
-                .cloned();
-            let duplicates = match &host {
-                None => Vec::new(),
-                Some(host) => {
-                    let host_uuid = host.id.to_string();
-                    candidates
-                        .iter()
-                        .filter(|c| is_duplicate(c, new, &host_uuid, payload, duplicate_window))
-                        .cloned()
-                        .map(to_notification)
-                        .collect::<Result<Vec<_>>>()?
-                }
-            };
-            let maintenance_by_failed_recovery = host.as_ref().is_some_and(|h| {
-                h.maintenance_by
-                    .is_some_and(|by| failed_maintainers.contains(&by.to_string()))
-            });
-            let context = IntakeContext {
-                new,
-                host: host.clone(),
-                segment: segment.clone(),
-                duplicates,
-                maintenance_by_failed_recovery,
-            };
-            let verdict = match decide(i, context) {
-                Ok(verdict) => verdict,
-                Err(refused) => {
-                    slots.push(Slot::Refused(refused));
-                    continue;
-                }
-            };
-            let (Some(host), Some(segment)) = (host, segment) else {
-                // The rules refuse reports for unknown hosts; nothing to store.
-                slots.push(Slot::Refused(
-                    Error::not_found("host", &new.hostname).into(),
-                ));
-                continue;
-            };
-            let uuid = NotificationId::new().to_string();
-            let row = notification::Model {
-                id: 0,
-                uuid: uuid.clone(),
-                r#type: new.notification_type.as_str().to_owned(),
-                hostname: new.hostname.clone(),
-                source_host_uuid: host.id.to_string(),
-                segment_uuid: segment.id.to_string(),
-                generated_time: new.generated_time,
-                payload: payload.clone(),
-                status: crate::status::at_intake(&verdict).as_str().to_owned(),
-                message: verdict.message().map(str::to_owned),
-                idempotency_key: new.idempotency_key.clone(),
-                attempts: 0,
-                run_id: None,
-                run_kind: None,
-                run_sequence: 0,
-                claimed_by: None,
-                lease_until: None,
-                next_attempt_at: None,
-                retry_until: None,
-                lock_release_at: None,
-                trace_context: new.trace_context.clone(),
-                created_at: at,
-                updated_at: at,
-            };
-            let mut active: notification::ActiveModel = row.clone().into();
-            active.id = NotSet;
-            rows.push(active);
-            // Later reports of the batch see this one as stored.
-            candidates.push(row);
-            if let Some(key) = &new.idempotency_key {
-                by_key.insert(key.clone(), Slot::Created(uuid.clone()));
-            }
-            slots.push(Slot::Created(uuid));
-        }
-
-        let mut stored: HashMap<String, Notification> = HashMap::new();
-        if !rows.is_empty() {
-            let uuids: Vec<String> = slots
-                .iter()
-                .filter_map(|slot| match slot {
-                    Slot::Created(uuid) => Some(uuid.clone()),
-                    _ => None,
-                })
-                .collect();
-            let inserted = notification::Entity::insert_many(rows);
-            let unique = |e| {
-                Error::unique(e, || {
-                    "an idempotency key of the report was used by another request at the same time"
-                        .to_owned()
-                })
-            };
-            // PostgreSQL and SQLite return the rows (with their ids) from
-            // the insert itself; MySQL has them read back.
-            let rows = if txn.support_returning() {
-                inserted.exec_with_returning(&txn).await.map_err(unique)?
-            } else {
-                inserted
-                    .exec_without_returning(&txn)
-                    .await
-                    .map_err(unique)?;
-                notification::Entity::find()
-                    .filter(notification::Column::Uuid.is_in(uuids))
-                    .all(&txn)
-                    .await?
-            };
-            for row in rows {
-                stored.insert(row.uuid.clone(), to_notification(row)?);
-            }
-        }
-        txn.commit().await?;
-
-        let read_back = |uuid: &str| {
-            stored.get(uuid).cloned().ok_or_else(|| {
-                Error::Database(format!("notification {uuid} just inserted is not there"))
-            })
-        };
-        slots
-            .into_iter()
-            .map(|slot| {
-                Ok(match slot {
-                    Slot::Created(uuid) => Intake::Created(read_back(&uuid)?),
-                    Slot::KeyOfBatch(uuid) => Intake::KeyUsed(read_back(&uuid)?),
-                    Slot::KeyUsed(earlier) => Intake::KeyUsed(earlier),
-                    Slot::Refused(refused) => Intake::Refused(refused),
-                })
-            })
-            .collect()
-    }
 }
 
 impl Store {
@@ -542,7 +210,7 @@ impl Store {
         let changed = notification::Entity::update_many()
             .col_expr(notification::Column::Status, Expr::value(to.as_str()))
             .col_expr(notification::Column::Message, Expr::value(message))
-            .col_expr(notification::Column::UpdatedAt, Expr::value(now()))
+            .col_expr(notification::Column::UpdatedAt, Expr::value(self.now()))
             .filter(notification::Column::Uuid.eq(id.to_string()))
             .filter(notification::Column::Status.eq(from.as_str()))
             .exec(&self.db)

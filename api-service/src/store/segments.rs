@@ -7,7 +7,7 @@ use sea_orm::{
 
 use super::entity::segment;
 use super::notifications::{Unfinished, unfinished_in_segment};
-use super::{Error, Result, Store, now, parse_enum, parse_uuid};
+use super::{Error, Result, Store, parse_enum, parse_uuid};
 use crate::domain::{
     NewSegment, Page, PageRequest, PageToken, RecoveryMethod, Segment, SegmentFilter, SegmentId,
     SegmentUpdate,
@@ -38,7 +38,7 @@ fn name_taken(name: &str) -> impl FnOnce() -> String + '_ {
 
 impl Store {
     pub async fn insert_segment(&self, new: &NewSegment) -> Result<Segment> {
-        let at = now();
+        let at = self.now();
         let row = segment::ActiveModel {
             uuid: Set(SegmentId::new().to_string()),
             name: Set(new.name.clone()),
@@ -126,7 +126,7 @@ impl Store {
         if let Some(enabled) = update.enabled {
             active.enabled = Set(enabled);
         }
-        active.updated_at = Set(now());
+        active.updated_at = Set(self.now());
         let name = update.name.clone().unwrap_or_default();
         let row = active
             .update(&txn)

@@ -185,6 +185,7 @@ async fn an_anonymous_flood_from_one_address_does_not_refuse_an_agents_reports()
         s.auth.mode = AuthMode::Static;
         s.auth.static_tokens_file = Some(file.clone());
         s.intake.duplicate_window = std::time::Duration::ZERO;
+        s.intake.flapping_failures = 0;
         s.limits.requests_per_second = 2.0;
         s.limits.burst = 25;
         s.limits.anonymous_requests_per_second = 1.0;

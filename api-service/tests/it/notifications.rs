@@ -346,7 +346,7 @@ async fn unfinished_notifications_lock_their_segment_and_hosts(backend: Backend)
         app.hosts
             .update_host(pb::UpdateHostRequest {
                 id: other_host.id.clone(),
-                on_maintenance: Some(true),
+                reserved: Some(true),
                 ..Default::default()
             })
             .await,
@@ -364,6 +364,31 @@ async fn unfinished_notifications_lock_their_segment_and_hosts(backend: Backend)
         "unfinished",
     );
     assert_eq!(snapshot(&mut app).await, before);
+    // Maintenance is per host: the host with the unfinished notification
+    // keeps its flag, the other host's changes.
+    let this_host = hosts.iter().find(|h| h.name == "compute-01").unwrap();
+    assert_status(
+        app.hosts
+            .update_host(pb::UpdateHostRequest {
+                id: this_host.id.clone(),
+                on_maintenance: Some(true),
+                ..Default::default()
+            })
+            .await,
+        Code::FailedPrecondition,
+        &n.id,
+    );
+    let changed = app
+        .hosts
+        .update_host(pb::UpdateHostRequest {
+            id: other_host.id.clone(),
+            on_maintenance: Some(true),
+            ..Default::default()
+        })
+        .await
+        .expect("a maintenance change waits for the host's own notifications only")
+        .into_inner();
+    assert!(changed.on_maintenance);
     app.stop().await;
 }
 

@@ -28,6 +28,25 @@ impl ApiProcess {
     /// `listen`), REST off (a `[rest]` section) and no authentication (an
     /// `[auth]` section).
     pub async fn start(settings: &str) -> Self {
+        Self::start_under(settings, &[]).await
+    }
+
+    /// [`start`](Self::start), with its open-file limit (soft and hard)
+    /// set to `nofile` by `prlimit` before it runs (util-linux), as a
+    /// tight limit of its host would be.
+    pub async fn start_with_files(settings: &str, nofile: u64) -> Self {
+        let limit = format!("--nofile={nofile}:{nofile}");
+        Self::start_under(settings, &["prlimit", &limit, "--"]).await
+    }
+
+    /// [`start`](Self::start) under a umask that takes nothing away.
+    pub async fn start_with_open_umask(settings: &str) -> Self {
+        Self::start_under(settings, &["sh", "-c", "umask 0; exec \"$@\"", "sh"]).await
+    }
+
+    /// [`start`](Self::start) through `wrapper` (a command and its
+    /// arguments, the binary and its own appended).
+    async fn start_under(settings: &str, wrapper: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut top_level = settings.lines().take_while(|l| !l.starts_with('['));
         let listen = if top_level.any(|l| l.starts_with("listen")) {
@@ -47,7 +66,15 @@ impl ApiProcess {
         }
         let path = dir.path().join("api.toml");
         std::fs::write(&path, &config).unwrap();
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_instanceha-api"));
+        let binary = env!("CARGO_BIN_EXE_instanceha-api");
+        let mut command = match wrapper.split_first() {
+            Some((program, arguments)) => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(arguments).arg(binary);
+                command
+            }
+            None => tokio::process::Command::new(binary),
+        };
         command
             .arg("--config")
             .arg(&path)
@@ -97,6 +124,11 @@ impl ApiProcess {
             lines,
             _dir: dir,
         }
+    }
+
+    /// Its directory: its configuration and its SQLite files.
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     pub fn pid(&self) -> u32 {

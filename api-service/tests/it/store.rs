@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use chrono::{SubsecRound, Utc};
 use instanceha_api::domain::{NewNotification, NotificationType};
-use instanceha_api::status::IntakeVerdict;
+use instanceha_api::lifecycle::intake::Admitted;
 use instanceha_api::status::{NotificationEvent, NotificationStatus};
-use instanceha_api::store::{self, Intake};
+use instanceha_api::store::{self, Intake, IntakeWindows};
 
 use crate::backends::Backend;
 use crate::helpers::{segment_with_hosts, spawn_app};
@@ -34,8 +34,8 @@ async fn stored(app: &crate::helpers::TestApp, host: &str) -> instanceha_api::do
     let stored = app
         .api
         .store()
-        .create_notifications(&[report(host)], chrono::Duration::seconds(0), |_, _| {
-            Ok::<_, store::Error>(IntakeVerdict::Accept)
+        .create_notifications(&[report(host)], IntakeWindows::NONE, |_, _| {
+            Ok::<_, store::Error>(Admitted::accept())
         })
         .await
         .unwrap();

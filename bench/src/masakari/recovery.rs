@@ -32,7 +32,9 @@ use super::rest::{MasakariRest, Notification, VMove, parse_time};
 use super::runner::{CloudAccess, Masakari, MasakariSettings, MasakariUsage};
 use crate::cloud::{RunDir, start_sim};
 use crate::procs::{Binaries, Usage};
+use crate::recovery::fail_hosts;
 use crate::scenario::{Scenario, TimingModel};
+use crate::sim::{Clock, Stats, World};
 use crate::stats::Summary;
 
 /// What Masakari's recovery run measured (cloud seconds = real seconds).
@@ -149,6 +151,48 @@ fn default_timeout(scenario: &Scenario) -> Duration {
     Duration::from_secs_f64(rounds * (2.0 * per_host + 120.0) + 600.0)
 }
 
+/// A report sent: its host, when it was sent, Masakari's notification,
+/// and the seconds Masakari took to answer.
+type Sent = (String, DateTime<Utc>, Notification, f64);
+
+/// A final notification, when its report was sent, and its vmoves.
+type Recovered = (Notification, DateTime<Utc>, Vec<VMove>);
+
+/// Per instance, in all, booted from volume, and image-backed (s).
+type Split = (Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// Where waiting for the notifications ended.
+struct Waited {
+    /// Our notifications as last listed.
+    finals: Vec<Notification>,
+    all_final: bool,
+    /// When anything last moved.
+    moved_at: DateTime<Utc>,
+    /// When the waiting ended.
+    seen_final: DateTime<Utc>,
+}
+
+impl Waited {
+    /// When the recovery ended: the last notification's end if all are
+    /// final (when the waiting saw it, without a stamp), else when
+    /// anything last moved.
+    fn ended(&self, vmoves: &[Recovered]) -> DateTime<Utc> {
+        if self.all_final {
+            last_final(&self.finals, vmoves).unwrap_or(self.seen_final)
+        } else {
+            self.moved_at
+        }
+    }
+}
+
+/// When the first report was sent.
+fn first_sent(sent: &[Sent]) -> DateTime<Utc> {
+    sent.iter()
+        .map(|(_, at, _, _)| *at)
+        .min()
+        .unwrap_or_else(Utc::now)
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn measure(
     masakari: &mut Masakari,
@@ -162,10 +206,78 @@ async fn measure(
     dir: &RunDir,
 ) -> anyhow::Result<MasakariRecoveryReport> {
     let api = MasakariRest::connect(&masakari.url, cloud, 16).await?;
+    let hosts = register_segment(&api, scenario).await?;
+
+    let (failed, clock) = fail_hosts(control, scenario, timing).await?; // as in instance-ha's run
+    let sent = report_failures(&api, &failed).await?;
+    let first_sent = first_sent(&sent);
+    let timeout = timeout.unwrap_or_else(|| default_timeout(scenario));
+    let mut problems = Vec::new();
+    let waited =
+        wait_until_final(masakari, sim, control, &api, &sent, timeout, &mut problems).await?;
+    let usage = masakari.usage();
+    let sim_usage = sim.usage().ok();
+
+    control
+        .save_requests(&dir.path.join("sim-requests.json"))
+        .await;
+    let stats = control.stats().await?;
+    let world = control.state().await?;
+    let vmoves = vmoves_of(&api, &waited.finals, &sent, first_sent, dir).await?;
+    let (notification_statuses, vmove_statuses) = statuses(&vmoves, &hosts, &mut problems);
+    let (not_recovered, locked) = outcome_in_the_cloud(&world, &mut problems);
+    let recovered = world.instances.len() - not_recovered;
+    let recovery_wall_secs = secs(first_sent, waited.ended(&vmoves));
+    let (dispatch, create_delay) = dispatch_latency(&sent, &stats, &clock, &mut problems);
+    let (recovery, downtime, last_back) = per_instance(&vmoves, &world);
+
+    Ok(MasakariRecoveryReport {
+        scenario: scenario.clone(),
+        masakari_version: masakari.version.clone(),
+        speed: 1.0,
+        seed,
+        timing: timing.clone(),
+        notifications: waited.finals.len(),
+        instances: scenario.instances(),
+        notification_statuses,
+        vmove_statuses,
+        recovered,
+        not_recovered,
+        locked,
+        all_final: waited.all_final,
+        recovery_wall_secs,
+        last_instance_back_secs: last_back.map(|b| secs(first_sent, b)),
+        ideal_makespan_secs: stats.ideal_makespan,
+        ratio_to_ideal: stats.ratio_to_ideal(recovery_wall_secs),
+        nova_makespan_secs: stats.makespan,
+        create_delay_secs: Summary::of(&create_delay),
+        dispatch_latency_secs: Summary::of(&dispatch),
+        instance_recovery_secs: Summary::of(&recovery.0),
+        instance_recovery_bfv_secs: Summary::of(&recovery.1),
+        instance_recovery_image_secs: Summary::of(&recovery.2),
+        instance_downtime_secs: Summary::of(&downtime.0),
+        instance_downtime_bfv_secs: Summary::of(&downtime.1),
+        instance_downtime_image_secs: Summary::of(&downtime.2),
+        evacuations_done: stats.done,
+        evacuations_failed: stats.failed,
+        evacuations_in_progress: stats.in_progress,
+        usage,
+        sim_usage,
+        problems,
+        run_real_secs: 0.0,
+    })
+}
+
+/// The segment and its hosts, through Masakari's API: each host's name by
+/// its uuid.
+async fn register_segment(
+    api: &MasakariRest,
+    scenario: &Scenario,
+) -> anyhow::Result<HashMap<String, String>> {
     let segment = api
         .create_segment(&format!("bench-{}", scenario.name))
         .await?;
-    let hosts: HashMap<String, String> = futures::stream::iter(scenario.hosts())
+    futures::stream::iter(scenario.hosts())
         .map(|name| {
             let api = api.clone();
             let segment = segment.clone();
@@ -179,58 +291,50 @@ async fn measure(
         })
         .buffer_unordered(8)
         .try_collect()
-        .await?;
+        .await
+}
 
-    // The failure, as in instance-ha's run.
-    let failed: Vec<String> = (0..scenario.failed_hosts)
-        .map(|i| scenario.failed_host(i))
-        .collect();
-    for host in &failed {
-        control.power_off(host).await?;
-    }
-    control
-        .advance(timing.service_down_time + timing.report_interval + 1.0)
-        .await?;
-    let clock = control.clock().await?;
-
-    // The reports, all at once; each answered after Masakari's delay.
-    let sent: Vec<(String, DateTime<Utc>, Notification, f64)> =
-        futures::future::try_join_all(failed.iter().map(|host| {
-            let api = api.clone();
-            let host = host.clone();
-            async move {
-                let at = Utc::now();
-                let clock = Instant::now();
-                let answer = api
-                    .create_notification(
-                        "COMPUTE_HOST",
-                        &host,
-                        at,
-                        json!({"event": "STOPPED", "host_status": "NORMAL", "cluster_status": "OFFLINE"}),
-                    )
-                    .await?;
-                let answered = clock.elapsed().as_secs_f64();
-                if !answer.status.is_success() {
-                    bail!("reporting {host}: {}: {}", answer.status, answer.body);
-                }
-                let n: Notification = serde_json::from_value(answer.body["notification"].clone())
-                    .with_context(|| format!("reading the notification for {host}"))?;
-                Ok((host, at, n, answered))
+/// The reports, all at once; each answered after Masakari's delay.
+async fn report_failures(api: &MasakariRest, failed: &[String]) -> anyhow::Result<Vec<Sent>> {
+    futures::future::try_join_all(failed.iter().map(|host| {
+        let api = api.clone();
+        let host = host.clone();
+        async move {
+            let at = Utc::now();
+            let clock = Instant::now();
+            let answer = api
+                .create_notification(
+                    "COMPUTE_HOST",
+                    &host,
+                    at,
+                    json!({"event": "STOPPED", "host_status": "NORMAL", "cluster_status": "OFFLINE"}),
+                )
+                .await?;
+            let answered = clock.elapsed().as_secs_f64();
+            if !answer.status.is_success() {
+                bail!("reporting {host}: {}: {}", answer.status, answer.body);
             }
-        }))
-        .await?;
-    let first_sent = sent
-        .iter()
-        .map(|(_, at, _, _)| *at)
-        .min()
-        .unwrap_or_else(Utc::now);
+            let n: Notification = serde_json::from_value(answer.body["notification"].clone())
+                .with_context(|| format!("reading the notification for {host}"))?;
+            Ok((host, at, n, answered))
+        }
+    }))
+    .await
+}
 
-    // Until every notification is final, the time is up, or nothing has
-    // moved for `STALL` (a notification Masakari leaves `running` after an
-    // error stays so until its 24-hour expiry).
-    let timeout = timeout.unwrap_or_else(|| default_timeout(scenario));
+/// Until every notification is final, the time is up, or nothing has
+/// moved for `STALL` (a notification Masakari leaves `running` after an
+/// error stays so until its 24-hour expiry); giving up is a problem.
+async fn wait_until_final(
+    masakari: &mut Masakari,
+    sim: &mut crate::procs::Service,
+    control: &crate::sim::SimControl,
+    api: &MasakariRest,
+    sent: &[Sent],
+    timeout: Duration,
+    problems: &mut Vec<String>,
+) -> anyhow::Result<Waited> {
     let deadline = Instant::now() + timeout;
-    let mut problems = Vec::new();
     let ours: Vec<&str> = sent
         .iter()
         .map(|(_, _, n, _)| n.notification_uuid.as_str())
@@ -239,7 +343,7 @@ async fn measure(
     let mut moved = Instant::now();
     let mut moved_at = Utc::now();
     let mut nova_read = Instant::now();
-    let (finals, all_final) = loop {
+    loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
         masakari.check_alive()?;
         sim.check_alive()?;
@@ -251,7 +355,12 @@ async fn measure(
             .collect();
         let done = listed.iter().filter(|n| n.is_final()).count();
         if done >= ours.len() {
-            break (listed, true);
+            return Ok(Waited {
+                finals: listed,
+                all_final: true,
+                moved_at,
+                seen_final: Utc::now(),
+            });
         }
         let mut statuses: Vec<String> = listed.iter().map(|n| n.status.clone()).collect();
         statuses.sort_unstable();
@@ -269,45 +378,53 @@ async fn measure(
         }
         let stalled = moved.elapsed() >= STALL;
         if stalled || Instant::now() > deadline {
-            let waiting: BTreeMap<&str, usize> =
-                listed
-                    .iter()
-                    .filter(|n| !n.is_final())
-                    .fold(BTreeMap::new(), |mut m, n| {
-                        *m.entry(n.status.as_str()).or_default() += 1;
-                        m
-                    });
-            problems.push(if stalled {
-                format!(
-                    "{done} of {} notifications final; the others ({waiting:?}) and Nova's evacuations \
-                     had not moved for {:.0} s",
-                    ours.len(),
-                    STALL.as_secs_f64()
-                )
-            } else {
-                format!(
-                    "{done} of {} notifications final after {:.0} s ({waiting:?} left)",
-                    ours.len(),
-                    timeout.as_secs_f64()
-                )
+            problems.push(gave_up(&listed, ours.len(), stalled, timeout));
+            return Ok(Waited {
+                finals: listed,
+                all_final: false,
+                moved_at,
+                seen_final: Utc::now(),
             });
-            break (listed, false);
         }
-    };
-    let seen_final = Utc::now();
-    let usage = masakari.usage();
-    let sim_usage = sim.usage().ok();
-
-    if let Ok(log) = control.requests().await {
-        let _ = std::fs::write(
-            dir.path.join("sim-requests.json"),
-            serde_json::to_string_pretty(&log).unwrap_or_default(),
-        );
     }
-    let stats = control.stats().await?;
-    let world = control.state().await?;
-    let mut vmoves: Vec<(Notification, DateTime<Utc>, Vec<VMove>)> = Vec::new();
-    for n in &finals {
+}
+
+/// Why the run stopped waiting for `listed`, `total` notifications in all.
+fn gave_up(listed: &[Notification], total: usize, stalled: bool, timeout: Duration) -> String {
+    let done = listed.iter().filter(|n| n.is_final()).count();
+    let waiting: BTreeMap<&str, usize> =
+        listed
+            .iter()
+            .filter(|n| !n.is_final())
+            .fold(BTreeMap::new(), |mut m, n| {
+                *m.entry(n.status.as_str()).or_default() += 1;
+                m
+            });
+    if stalled {
+        format!(
+            "{done} of {total} notifications final; the others ({waiting:?}) and Nova's evacuations \
+             had not moved for {:.0} s",
+            STALL.as_secs_f64()
+        )
+    } else {
+        format!(
+            "{done} of {total} notifications final after {:.0} s ({waiting:?} left)",
+            timeout.as_secs_f64()
+        )
+    }
+}
+
+/// Each final notification's vmoves, with when its report was sent; all
+/// of it also written to `masakari-notifications.json`.
+async fn vmoves_of(
+    api: &MasakariRest,
+    finals: &[Notification],
+    sent: &[Sent],
+    first_sent: DateTime<Utc>,
+    dir: &RunDir,
+) -> anyhow::Result<Vec<Recovered>> {
+    let mut vmoves: Vec<Recovered> = Vec::new();
+    for n in finals {
         let list = api.vmoves(&n.notification_uuid).await?;
         let at = sent
             .iter()
@@ -325,10 +442,19 @@ async fn measure(
         )
         .unwrap_or_default(),
     );
+    Ok(vmoves)
+}
 
+/// How many notifications and vmoves ended in each status; a notification
+/// not finished, and each kind of vmove not succeeded, is a problem.
+fn statuses(
+    vmoves: &[Recovered],
+    hosts: &HashMap<String, String>,
+    problems: &mut Vec<String>,
+) -> (BTreeMap<String, usize>, BTreeMap<String, usize>) {
     let mut notification_statuses = BTreeMap::new();
     let mut vmove_statuses = BTreeMap::new();
-    for (n, _, list) in &vmoves {
+    for (n, _, list) in vmoves {
         *notification_statuses
             .entry(n.status.clone())
             .or_insert(0usize) += 1;
@@ -355,10 +481,13 @@ async fn measure(
             ));
         }
     }
+    (notification_statuses, vmove_statuses)
+}
 
-    // The outcome in the cloud.
-    let servers: HashMap<&str, &crate::sim::Server> =
-        world.instances.iter().map(|s| (s.id.as_str(), s)).collect();
+/// The outcome in the cloud, not in what Masakari says: the servers not
+/// active on a survivor, unlocked, with no task (a problem each, the first
+/// ten named), and the servers left locked.
+fn outcome_in_the_cloud(world: &World, problems: &mut Vec<String>) -> (usize, usize) {
     let mut not_recovered = 0;
     let mut locked = 0;
     for s in &world.instances {
@@ -377,37 +506,38 @@ async fn measure(
     if not_recovered > 10 {
         problems.push(format!("{not_recovered} servers not recovered in all"));
     }
-    let recovered = world.instances.len() - not_recovered;
+    (not_recovered, locked)
+}
 
-    let secs = |a: DateTime<Utc>, b: DateTime<Utc>| {
-        (b - a).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6
-    };
-    // Masakari stamps a notification's end in whole seconds; it ends after
-    // its last vmove, which is stamped to the microsecond.
+fn secs(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
+    (b - a).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6
+}
+
+/// When the last notification ended. Masakari stamps a notification's end
+/// in whole seconds; it ends after its last vmove, which is stamped to the
+/// microsecond.
+fn last_final(finals: &[Notification], vmoves: &[Recovered]) -> Option<DateTime<Utc>> {
     let last_vmove_end = vmoves
         .iter()
         .flat_map(|(_, _, list)| list.iter())
         .filter_map(|v| v.end_time.as_deref().and_then(parse_time))
         .max();
-    let last_final = finals
+    finals
         .iter()
         .filter(|n| n.is_final())
         .filter_map(|n| n.updated_at.as_deref().and_then(parse_time))
         .chain(last_vmove_end)
-        .max();
-    let recovery_wall_secs = secs(
-        first_sent,
-        if all_final {
-            last_final.unwrap_or(seen_final)
-        } else {
-            moved_at
-        },
-    );
-    let ratio_to_ideal = stats
-        .ideal_makespan
-        .filter(|i| *i > 0.0)
-        .map(|ideal| recovery_wall_secs / ideal);
+        .max()
+}
 
+/// Per report: sent to the first evacuate request of its host (a host
+/// without one is a problem), and how long Masakari took to answer it.
+fn dispatch_latency(
+    sent: &[Sent],
+    stats: &Stats,
+    clock: &Clock,
+    problems: &mut Vec<String>,
+) -> (Vec<f64>, Vec<f64>) {
     let mut first_request: HashMap<&str, f64> = HashMap::new();
     for e in &stats.evacuations {
         let at = first_request
@@ -417,18 +547,25 @@ async fn measure(
     }
     let mut dispatch = Vec::new();
     let mut create_delay = Vec::new();
-    for (host, at, _, answered) in &sent {
+    for (host, at, _, answered) in sent {
         create_delay.push(*answered);
         match first_request.get(host.as_str()) {
             Some(requested) => dispatch.push(secs(*at, clock.wall(*requested))),
             None => problems.push(format!("no evacuation requested for {host}")),
         }
     }
+    (dispatch, create_delay)
+}
 
-    let mut recovery = (Vec::new(), Vec::new(), Vec::new());
-    let mut downtime = (Vec::new(), Vec::new(), Vec::new());
+/// Per succeeded instance: its recovery (vmove start to end) and its
+/// downtime (report sent to vmove end); and when the last one was back.
+fn per_instance(vmoves: &[Recovered], world: &World) -> (Split, Split, Option<DateTime<Utc>>) {
+    let servers: HashMap<&str, &crate::sim::Server> =
+        world.instances.iter().map(|s| (s.id.as_str(), s)).collect();
+    let mut recovery: Split = (Vec::new(), Vec::new(), Vec::new());
+    let mut downtime: Split = (Vec::new(), Vec::new(), Vec::new());
     let mut last_back: Option<DateTime<Utc>> = None;
-    for (_, at, list) in &vmoves {
+    for (_, at, list) in vmoves {
         for v in list.iter().filter(|v| v.status == "succeeded") {
             let (Some(start), Some(end)) = (
                 v.start_time.as_deref().and_then(parse_time),
@@ -452,40 +589,5 @@ async fn measure(
             }
         }
     }
-
-    Ok(MasakariRecoveryReport {
-        scenario: scenario.clone(),
-        masakari_version: masakari.version.clone(),
-        speed: 1.0,
-        seed,
-        timing: timing.clone(),
-        notifications: finals.len(),
-        instances: scenario.instances(),
-        notification_statuses,
-        vmove_statuses,
-        recovered,
-        not_recovered,
-        locked,
-        all_final,
-        recovery_wall_secs,
-        last_instance_back_secs: last_back.map(|b| secs(first_sent, b)),
-        ideal_makespan_secs: stats.ideal_makespan,
-        ratio_to_ideal,
-        nova_makespan_secs: stats.makespan,
-        create_delay_secs: Summary::of(&create_delay),
-        dispatch_latency_secs: Summary::of(&dispatch),
-        instance_recovery_secs: Summary::of(&recovery.0),
-        instance_recovery_bfv_secs: Summary::of(&recovery.1),
-        instance_recovery_image_secs: Summary::of(&recovery.2),
-        instance_downtime_secs: Summary::of(&downtime.0),
-        instance_downtime_bfv_secs: Summary::of(&downtime.1),
-        instance_downtime_image_secs: Summary::of(&downtime.2),
-        evacuations_done: stats.done,
-        evacuations_failed: stats.failed,
-        evacuations_in_progress: stats.in_progress,
-        usage,
-        sim_usage,
-        problems,
-        run_real_secs: 0.0,
-    })
+    (recovery, downtime, last_back)
 }

@@ -116,8 +116,8 @@ impl<'a> From<&'a WatchUpdate> for Line<'a> {
 
 fn encode_line(encoding: Encoding, line: &Line<'_>) -> Result<String, output::Error> {
     Ok(match encoding {
-        Encoding::Json => serde_json::to_string(line)? + "\n",
-        Encoding::Yaml => format!("---\n{}", serde_yaml_ng::to_string(line)?),
+        Encoding::Json => crate::output::json_escaped(&serde_json::to_string(line)?) + "\n",
+        Encoding::Yaml => format!("---\n{}", crate::output::yaml_escaped(line)?),
     })
 }
 

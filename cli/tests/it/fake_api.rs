@@ -67,6 +67,7 @@ impl SegmentService for Script {
         &self,
         _: Request<pb::GetSegmentRequest>,
     ) -> Result<Response<pb::Segment>, Status> {
+        // sleep: later than any test's `--timeout`.
         tokio::time::sleep(Duration::from_secs(30)).await;
         Err(Status::cancelled("too late"))
     }
@@ -229,6 +230,7 @@ impl NotificationService for Recoveries {
         // A pause between messages, as a real recovery has (and so that the
         // live display can be looked at by hand).
         let stream = futures::stream::iter(updates).then(|update| async move {
+            // sleep: the pause between two messages.
             tokio::time::sleep(Duration::from_millis(30)).await;
             Ok(pb::NotificationUpdate {
                 update: Some(update),

@@ -4,6 +4,7 @@
 //! binary against it.
 
 mod config;
+#[cfg(feature = "demo")]
 mod demo;
 mod errors;
 mod fake_api;

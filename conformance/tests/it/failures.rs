@@ -2,9 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use instanceha_conformance::stack::eventually;
 use instanceha_conformance::system::System;
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually;
 
 use crate::clean_stack;
 use instanceha_conformance::workload::{

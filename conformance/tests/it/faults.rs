@@ -4,10 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use instanceha_conformance::records::Records;
-use instanceha_conformance::stack::{Stack, eventually};
+use instanceha_conformance::records::{Records, Server};
+use instanceha_conformance::stack::Stack;
 use instanceha_conformance::system::System;
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually;
 
 use crate::clean_stack;
 use crate::failures::PATIENCE;
@@ -50,13 +51,44 @@ async fn nova_api_stopped_for_thirty_seconds_after_the_report() {
     host_failure_with(
         "nova_api_stopped_for_thirty_seconds_after_the_report",
         |stack, _, _| async move {
+            // A second after the report, nova-api stops for thirty seconds.
+            // sleep: the second after the report.
             tokio::time::sleep(Duration::from_secs(1)).await;
             stack.stop("nova-api").await;
+            // sleep: the thirty seconds.
             tokio::time::sleep(Duration::from_secs(30)).await;
             stack.start("nova-api").await;
         },
     )
     .await;
+}
+
+/// What Nova made of each instance: lost (its evacuation accepted, never
+/// scheduled), failed by Nova itself (its rebuild died with the conductor
+/// and the instance is in error away from the failed host, which no
+/// evacuation can recover), or moved.
+async fn what_nova_made_of(
+    records: &Records,
+    instances: Vec<Instance>,
+) -> (Vec<Instance>, Vec<(Instance, Server)>, Vec<Instance>) {
+    let mut lost = Vec::new();
+    let mut failed_by_nova = Vec::new();
+    let mut recovered = Vec::new();
+    for i in instances {
+        let newest = records.evacuations(&i.id).await.pop();
+        let server = records.server(&i.id).await.unwrap();
+        if newest
+            .as_ref()
+            .is_some_and(|m| m["status"] == "accepted" && m["dest_compute"].is_null())
+        {
+            lost.push(i);
+        } else if server.status == "ERROR" {
+            failed_by_nova.push((i, server));
+        } else {
+            recovered.push(i);
+        }
+    }
+    (lost, failed_by_nova, recovered)
 }
 
 /// nova-conductor dies once the first evacuation is under way and is
@@ -112,6 +144,7 @@ async fn nova_conductor_killed_mid_recovery() {
     )
     .await;
     stack.kill("nova-conductor").await;
+    // sleep: nova-conductor stays dead for ten seconds.
     tokio::time::sleep(Duration::from_secs(10)).await;
     stack.start("nova-conductor").await;
     let (n, vmoves) = system.terminal(&n.id, Duration::from_secs(900)).await;
@@ -121,27 +154,7 @@ async fn nova_conductor_killed_mid_recovery() {
         started.elapsed().as_secs_f64(),
         n.message
     );
-    // What Nova made of each instance: moved, lost (accepted, never
-    // scheduled), or failed by Nova itself (its rebuild died with the
-    // conductor and the instance is in error away from the failed host,
-    // which no evacuation can recover).
-    let mut lost = Vec::new();
-    let mut failed_by_nova = Vec::new();
-    let mut recovered = Vec::new();
-    for i in instances {
-        let newest = records.evacuations(&i.id).await.pop();
-        let server = records.server(&i.id).await.unwrap();
-        if newest
-            .as_ref()
-            .is_some_and(|m| m["status"] == "accepted" && m["dest_compute"].is_null())
-        {
-            lost.push(i);
-        } else if server.status == "ERROR" {
-            failed_by_nova.push((i, server));
-        } else {
-            recovered.push(i);
-        }
-    }
+    let (lost, failed_by_nova, recovered) = what_nova_made_of(&records, instances).await;
     eprintln!(
         "{test}: {} lost by nova, {} failed by nova, {} recovered",
         lost.len(),
@@ -195,6 +208,7 @@ async fn keystone_restarted_mid_recovery() {
     host_failure_with(
         "keystone_restarted_mid_recovery",
         |stack, _, _| async move {
+            // sleep: Keystone restarts half a second after the report.
             tokio::time::sleep(Duration::from_millis(500)).await;
             stack.stop("keystone").await;
             stack.start("keystone").await;

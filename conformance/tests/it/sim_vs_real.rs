@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use instanceha_conformance::compare::{Call, FieldDifference, Owners, Reduced, shape_differences};
 use instanceha_conformance::recorder::{Exchange, Recorder};
 use instanceha_conformance::records::Records;
-use instanceha_conformance::stack::eventually;
 use instanceha_conformance::system::{System, engine_settings};
 use instanceha_conformance::workload::{
     Blocking, assert_recovered, assert_restarted, block, boot, compute_process, instance_failed,
@@ -25,6 +24,7 @@ use instanceha_conformance::workload::{
 use instanceha_engine::config::Settings as EngineSettings;
 use instanceha_proto::v1 as pb;
 use instanceha_testkit::cloud::{self, Cloud, SPEED};
+use instanceha_testkit::eventually;
 use instanceha_testkit::settings::loopback;
 use openstack_client::OpenStack;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};

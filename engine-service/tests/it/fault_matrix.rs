@@ -42,6 +42,7 @@ use instanceha_api::config::Settings as ApiSettings;
 use instanceha_engine::config::Settings as EngineSettings;
 use instanceha_engine::recovery::Engine;
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually::until;
 use openstack_client::OpenStack;
 use openstack_client::retry::RetryPolicy;
 use openstack_sim::WorldSnapshot;
@@ -406,9 +407,8 @@ async fn serve_api(settings: ApiSettings, stop: CancellationToken) -> SocketAddr
 
 /// Waits until `sim`'s log shows a call `matching`, or `within` passed.
 async fn seen(sim: &Sim, within: Duration, matching: impl Fn(&RequestView<'_>) -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if sim.request_log(None).iter().any(|r| {
+    let found = until(within, Duration::from_millis(2), || {
+        let found = sim.request_log(None).iter().any(|r| {
             matching(&RequestView {
                 service: &r.service,
                 method: &r.method,
@@ -416,14 +416,10 @@ async fn seen(sim: &Sim, within: Duration, matching: impl Fn(&RequestView<'_>) -
                 action: r.action.as_deref(),
                 status: r.status,
             })
-        }) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+        });
+        async move { found }
+    });
+    found.await.is_ok()
 }
 
 struct RequestView<'a> {
@@ -683,8 +679,7 @@ async fn run_scenario(spec: Spec, dir: &Path) -> Outcome {
 /// Waits until no instance holds a lock of the engine's, at most `within`;
 /// the names of those still locked then.
 async fn locks_left_after(sim: &Sim, within: Duration) -> Option<String> {
-    let deadline = Instant::now() + within;
-    loop {
+    let none_left = until(within, Duration::from_millis(50), || async {
         let world = sim.snapshot();
         let left: Vec<String> = Server::all(&world)
             .into_iter()
@@ -697,13 +692,12 @@ async fn locks_left_after(sim: &Sim, within: Duration) -> Option<String> {
             .map(|i| i.name)
             .collect();
         if left.is_empty() {
-            return None;
+            Ok(())
+        } else {
+            Err(left.join(", "))
         }
-        if Instant::now() >= deadline {
-            return Some(left.join(", "));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    });
+    none_left.await.err()
 }
 
 /// The shortest wait between an answer with `Retry-After` and the next

@@ -19,6 +19,7 @@ use instanceha_testkit::check::assert_honest;
 use instanceha_testkit::check::status;
 use instanceha_testkit::check::vmove_status;
 use instanceha_testkit::cloud::Cloud;
+use instanceha_testkit::eventually::{eventually, until};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -59,11 +60,13 @@ async fn cloud(victim: InstanceSpec) -> (Cloud, String) {
 
 /// Waits until Nova has accepted the evacuation of `id`.
 async fn evacuation_requested(cloud: &Cloud, id: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while cloud.accepted_evacuations(id) == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "no evacuation");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    eventually(
+        "an evacuation",
+        PATIENCE,
+        Duration::from_millis(2),
+        || async { cloud.accepted_evacuations(id) > 0 },
+    )
+    .await;
 }
 
 /// The honest end: the instance that Nova failed to rebuild is reported
@@ -73,14 +76,10 @@ async fn ends_failed(cloud: &mut Cloud, n: &pb::Notification) {
     let vmoves = cloud.vmoves(&n.id).await;
     assert_honest(&n, &vmoves);
     // What Nova makes of the instance once its rebuild has settled.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let server = loop {
-        let server = cloud.server("victim");
-        if server.task_state.is_none() || tokio::time::Instant::now() >= deadline {
-            break server;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let settled = until(PATIENCE, Duration::from_millis(20), || async {
+        Some(cloud.server("victim")).filter(|s| s.task_state.is_none())
+    });
+    let server = settled.await.unwrap_or_else(|_| cloud.server("victim"));
     let victim = &vmoves[0];
     assert_eq!(
         (

@@ -388,7 +388,7 @@ async fn one(case: Case) -> (String, Vec<String>) {
         // what has no success, a retry of what Nova shows not recovered
         // (or a fresh plan if the run never got as far as a plan), then
         // the release of the locks still held.
-        tokio::time::sleep(case.length).await;
+        tokio::time::sleep(case.length).await; // sleep: the outage's length.
         let unsettled: Vec<String> = if not_recovered.is_empty() {
             Vec::new()
         } else {

@@ -52,6 +52,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use instanceha_proto::v1 as pb;
+use instanceha_testkit::eventually::until;
 use openstack_sim::Scenario;
 use pb::notification_service_client::NotificationServiceClient;
 use pb::vmove_service_client::VmoveServiceClient;
@@ -351,14 +352,12 @@ impl Process {
 
     /// Its exit status, once it exits by itself within `within`.
     async fn exits_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("the child's status") {
-                return Some(status);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        None
+        until(within, Duration::from_millis(50), || {
+            let exited = self.child.try_wait().expect("the child's status");
+            async move { exited }
+        })
+        .await
+        .ok()
     }
 
     /// SIGKILL, as a crash would.
@@ -738,9 +737,12 @@ impl System {
         );
         let sim_addr = sim.addr;
 
+        // The link token, made by whichever starts first, in the test's
+        // directory.
+        let state_dir = format!("state_dir = {:?}\n", dir.path());
         std::fs::write(
             dir.path().join("engine.toml"),
-            engine_config(&format!("http://{sim_addr}/identity/v3")),
+            state_dir.clone() + &engine_config(&format!("http://{sim_addr}/identity/v3")),
         )
         .unwrap();
         let engine = start_engine(dir.path(), 0);
@@ -758,7 +760,7 @@ impl System {
         let engine_url = engine_url(engine_port);
         std::fs::write(
             dir.path().join("api.toml"),
-            format!("{database}[auth]\nmode = \"none\"\n\n[rest]\nenabled = false\n\n[dispatch]\nreplica_id = \"{REPLICA}\"\nretry_delay = \"50ms\"\nmax_retry_delay = \"200ms\"\nscan_interval = \"100ms\"\nlease = \"3s\"\nconnect_timeout = \"1s\"\n"),
+            format!("{state_dir}{database}[auth]\nmode = \"none\"\n\n[rest]\nenabled = false\n\n[dispatch]\nreplica_id = \"{REPLICA}\"\nretry_delay = \"50ms\"\nmax_retry_delay = \"200ms\"\nscan_interval = \"100ms\"\nlease = \"3s\"\nconnect_timeout = \"1s\"\n"),
         )
         .unwrap();
         let api = start_api(dir.path(), 0, &database_url, &engine_url);
@@ -1048,7 +1050,7 @@ async fn engine_process_killed_mid_recovery_and_started_again() {
     let id = system.host_fails().await;
     system.mid_recovery(&id).await;
     system.engine.kill();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await; // sleep: the engine stays dead a second.
     system.restart_engine();
     let n = system.finishes(&id).await;
     assert!(n.attempts >= 2, "a second run recovered the rest");
@@ -1060,7 +1062,7 @@ async fn api_process_killed_mid_recovery_and_restarted_on_the_same_database() {
     let id = system.host_fails().await;
     system.mid_recovery(&id).await;
     system.api.kill();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // sleep: the API stays dead a moment.
     system.restart_api().await;
     system.finishes(&id).await;
 }
@@ -1082,7 +1084,7 @@ async fn postgres_restarted_mid_recovery() {
     system.mid_recovery(&id).await;
     let pg = tokio::task::spawn_blocking(move || {
         pg.stop_server("fast").expect("PostgreSQL stops");
-        std::thread::sleep(Duration::from_secs(4));
+        std::thread::sleep(Duration::from_secs(4)); // sleep: PostgreSQL stays down four seconds.
         pg.start_server().expect("PostgreSQL starts again");
         pg
     })
@@ -1123,7 +1125,7 @@ async fn network_between_api_and_engine_cut_mid_recovery() {
     let id = system.host_fails().await;
     system.mid_recovery(&id).await;
     proxy.lock().unwrap().as_ref().unwrap().cut();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await; // sleep: the links stay cut three seconds.
     proxy.lock().unwrap().as_ref().unwrap().restore();
     system.finishes(&id).await;
 }
@@ -1151,18 +1153,19 @@ async fn health_on_a_new_connection(addr: SocketAddr, service: &str) -> Result<i
 
 /// Waits (up to `PATIENCE`) until `service` reports `expected`.
 async fn wait_for_health(addr: SocketAddr, service: &str, expected: i32, log: &Path) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    let reported = until(PATIENCE, Duration::from_millis(50), || async {
         let status = health_on_a_new_connection(addr, service).await;
         if status == Ok(expected) {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{status:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "{service:?} never reported {expected} (last: {status:?}):\n{}",
+    });
+    if let Err(last) = reported.await {
+        panic!(
+            "{service:?} never reported {expected} (last: {last}):\n{}",
             tail(log, 30)
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

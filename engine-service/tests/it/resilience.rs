@@ -10,6 +10,7 @@ use openstack_sim::{FaultEffect, FaultRule, FaultService};
 
 use instanceha_testkit::check::{assert_honest, assert_status, vmove_status};
 use instanceha_testkit::cloud::{Cloud, INTERRUPTIBLE_INSTANCES, engine_settings, now};
+use instanceha_testkit::eventually;
 use instanceha_testkit::process::start_engine;
 
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -46,9 +47,9 @@ fn assert_all_moved_once(cloud: &Cloud, vmoves: &[pb::Vmove]) {
 }
 
 /// Waits until `n` of the notification's vmoves succeeded.
-async fn until_succeeded(cloud: &mut Cloud, id: &str, n: usize) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+async fn until_succeeded(cloud: &Cloud, id: &str, n: usize) {
+    let what = format!("{n} vmoves succeeded");
+    eventually(&what, PATIENCE, Duration::from_millis(20), || async {
         let done = cloud
             .vmoves(id)
             .await
@@ -56,11 +57,12 @@ async fn until_succeeded(cloud: &mut Cloud, id: &str, n: usize) {
             .filter(|v| vmove_status(v) == pb::VmoveStatus::Succeeded)
             .count();
         if done >= n {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{done} of {n}"))
         }
-        assert!(tokio::time::Instant::now() < deadline, "{done} of {n}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
 }
 
 /// Issue 14: "an engine killed three times during one 50-instance
@@ -78,9 +80,9 @@ async fn an_engine_in_a_crash_loop_leaves_every_moved_instance_succeeded_and_unl
     let n = cloud.host_fails(FAILED_HOST).await;
     let addr = cloud.engine.addr;
     for kill in 1..=3 {
-        until_succeeded(&mut cloud, &n.id, kill * 2).await;
+        until_succeeded(&cloud, &n.id, kill * 2).await;
         cloud.engine.kill();
-        // Down for a moment, as a crash-looping pod is.
+        // sleep: down for a moment, as a crash-looping pod is.
         tokio::time::sleep(Duration::from_millis(300)).await;
         cloud.engine = start_engine(engine_settings(&cloud.sim, addr))
             .await
@@ -262,18 +264,14 @@ async fn without_cinder_in_the_catalog_the_engine_is_ready_recovers_and_keeps_it
         |_| {},
     )
     .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while readiness(cloud.engine.addr).await != SERVING {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the engine never reported SERVING without Cinder"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (within, every) = (Duration::from_secs(20), Duration::from_millis(50));
+    eventually("SERVING without Cinder", within, every, || async {
+        readiness(cloud.engine.addr).await == SERVING
+    })
+    .await;
     // The warm-up: authenticated reads of Nova, nothing of Cinder (there
     // is none to call).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    eventually("the token kept warm", within, every, || async {
         let log = cloud.sim.request_log(None);
         let warm_ups = log
             .iter()
@@ -284,15 +282,11 @@ async fn without_cinder_in_the_catalog_the_engine_is_ready_recovers_and_keeps_it
             log.iter().all(|r| r.service != "volume"),
             "a call to a Cinder the catalog does not list"
         );
-        if warm_ups >= 2 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the token was not kept warm ({warm_ups} reads of nova)"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (warm_ups >= 2)
+            .then_some(())
+            .ok_or(format!("{warm_ups} reads of nova"))
+    })
+    .await;
     cloud
         .segment(
             pb::RecoveryMethod::Auto,
@@ -332,7 +326,7 @@ async fn an_api_in_a_crash_loop_without_a_replica_id_resumes_its_own_run_at_once
     let n = cloud.host_fails(FAILED_HOST).await;
     let addr = cloud.api.addr;
     for kill in 1..=3 {
-        until_succeeded(&mut cloud, &n.id, kill * 2).await;
+        until_succeeded(&cloud, &n.id, kill * 2).await;
         cloud.api.kill();
         let mut settings =
             instanceha_testkit::cloud::api_settings(&cloud.database_url, cloud.engine.addr, addr);

@@ -13,6 +13,7 @@ use instanceha_testkit::check::vmove_status;
 use instanceha_testkit::cloud::Cloud;
 use instanceha_testkit::cloud::api_settings;
 use instanceha_testkit::cloud::engine_settings;
+use instanceha_testkit::eventually;
 use instanceha_testkit::process::start_api;
 use instanceha_testkit::process::start_engine;
 
@@ -22,24 +23,21 @@ fn scenario() -> Scenario {
     instanceha_testkit::cloud::interruptible_scenario()
 }
 
-async fn until_some_succeeded(cloud: &mut Cloud, id: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+async fn until_some_succeeded(cloud: &Cloud, id: &str) {
+    let every = Duration::from_millis(20);
+    eventually("some vmoves succeeded", PATIENCE, every, || async {
         let vmoves = cloud.vmoves(id).await;
         let done = vmoves
             .iter()
             .filter(|v| vmove_status(v) == pb::VmoveStatus::Succeeded)
             .count();
-        if done >= 2 && done < vmoves.len() {
-            return;
-        }
         assert!(
             done < vmoves.len() || vmoves.is_empty(),
             "finished before the fault"
         );
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (done >= 2).then_some(()).ok_or(format!("{done} succeeded"))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,7 +50,7 @@ async fn an_engine_killed_mid_recovery_is_replaced_and_the_rest_recovered() {
         )
         .await;
     let n = cloud.host_fails("compute-01").await;
-    until_some_succeeded(&mut cloud, &n.id).await;
+    until_some_succeeded(&cloud, &n.id).await;
     let addr = cloud.engine.addr;
     cloud.engine.kill();
     // A second engine comes up where the first one was.
@@ -90,7 +88,7 @@ async fn an_api_restarted_mid_recovery_resumes_it() {
         )
         .await;
     let n = cloud.host_fails("compute-01").await;
-    until_some_succeeded(&mut cloud, &n.id).await;
+    until_some_succeeded(&cloud, &n.id).await;
     let addr = cloud.api.addr;
     cloud.api.kill();
     cloud.api = start_api(api_settings(&cloud.database_url, cloud.engine.addr, addr))
@@ -140,11 +138,13 @@ async fn an_evacuation_between_rebuild_and_finish_is_followed_not_repeated() {
         .await;
     let id = cloud.server("app-1").id;
     let n = cloud.host_fails("compute-01").await;
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while cloud.accepted_evacuations(&id) == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "no evacuation");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(
+        "an evacuation",
+        PATIENCE,
+        Duration::from_millis(5),
+        || async { cloud.accepted_evacuations(&id) > 0 },
+    )
+    .await;
     let addr = cloud.engine.addr;
     cloud.engine.kill();
 
@@ -159,16 +159,17 @@ async fn an_evacuation_between_rebuild_and_finish_is_followed_not_repeated() {
         .await
         .expect("the engine starts");
     // Wait until the second run follows the evacuation (or asks again).
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let vmoves = cloud.vmoves(&n.id).await;
-        let following = vmoves.iter().any(|v| v.attempts >= 2 && v.step == "verify");
-        if following || cloud.accepted_evacuations(&id) > 1 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no second run");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "a second run",
+        PATIENCE,
+        Duration::from_millis(20),
+        || async {
+            let vmoves = cloud.vmoves(&n.id).await;
+            let following = vmoves.iter().any(|v| v.attempts >= 2 && v.step == "verify");
+            following || cloud.accepted_evacuations(&id) > 1
+        },
+    )
+    .await;
     cloud.sim.advance(250.0);
     let n = cloud.terminal(&n.id, PATIENCE).await;
     let vmoves = cloud.vmoves(&n.id).await;

@@ -1,6 +1,7 @@
 //! TLS on the public API and mutual TLS between the API and the engine,
 //! with certificates generated for the test; the engine link's shared
-//! token, and the engine's refusal to listen beyond loopback unguarded.
+//! token, made on first start when none is configured, and the engine's
+//! refusal of a `Recover` without it wherever it listens.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,6 +18,7 @@ use instanceha_testkit::cloud::Cloud;
 use instanceha_testkit::cloud::api_settings;
 use instanceha_testkit::cloud::engine_settings;
 use instanceha_testkit::cloud::fast;
+use instanceha_testkit::eventually;
 use instanceha_testkit::pki::Pki;
 use instanceha_testkit::process::start_api;
 use instanceha_testkit::process::start_engine;
@@ -129,8 +131,8 @@ async fn the_engine_link_needs_the_api_client_certificate() {
             &[("event", "STOPPED"), ("host_status", "NORMAL")],
         )
         .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    let (within, every) = (Duration::from_secs(20), Duration::from_millis(50));
+    eventually("the notification in error", within, every, || async {
         let current = cloud.notification(&n.id).await;
         if status(&current) == pb::NotificationStatus::Error {
             assert!(
@@ -138,20 +140,16 @@ async fn the_engine_link_needs_the_api_client_certificate() {
                 "{}",
                 current.message
             );
-            break;
+            return Ok(());
         }
         assert_ne!(
             status(&current),
             pb::NotificationStatus::Finished,
             "recovered without a client certificate"
         );
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still {:?}",
-            status(&current)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Err(format!("still {:?}", status(&current)))
+    })
+    .await;
     drop(engine);
 }
 
@@ -163,24 +161,28 @@ fn token_file(dir: &Path, token: &str) -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_engine_beyond_loopback_without_credentials_refuses_to_start() {
+async fn an_engine_never_starts_unguarded_beyond_loopback() {
     let sim = openstack_sim::Sim::start(scenario(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let open = engine_settings(&sim, "0.0.0.0:0".parse().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mut open = engine_settings(&sim, "0.0.0.0:0".parse().unwrap());
+    open.link.token_file = None;
+    open.link.insecure_unauthenticated = true;
     let err = match start_engine(open.clone()).await {
         Ok(_) => panic!("an unauthenticated engine started on 0.0.0.0"),
         Err(e) => e.to_string(),
     };
-    assert!(err.contains("link.token_file"), "{err}");
-    assert!(err.contains("tls.client_ca_file"), "{err}");
-    // A server certificate alone does not authenticate the callers.
+    assert!(err.contains("link.insecure_unauthenticated"), "{err}");
+    // Without a token file it makes one in its state directory.
+    open.link.insecure_unauthenticated = false;
+    open.state_dir = Some(dir.path().join("state"));
+    start_engine(open.clone())
+        .await
+        .expect("an engine with the state directory's token starts");
+    assert!(dir.path().join("state/link-token").exists());
+    // With a token of its own, or mutual TLS, it starts too.
     let pki = Pki::new("instanceha-api");
-    let mut server_only = open.clone();
-    server_only.tls = pki.server(false);
-    assert!(start_engine(server_only).await.is_err());
-    // With either guard it starts.
-    let dir = tempfile::tempdir().unwrap();
     let mut with_token = open.clone();
     with_token.link.token_file = Some(token_file(dir.path(), "s3cret"));
     start_engine(with_token)
@@ -247,27 +249,37 @@ fn start_run() -> engine_pb::RecoverRequest {
     }
 }
 
+/// An engine and an API with their defaults on loopback: no token file
+/// configured on either side, one state directory. The engine makes the
+/// token on first start, the API reads it; a stranger has none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_recover_call_without_the_link_token_is_refused_and_changes_nothing() {
+async fn a_strangers_recover_on_a_default_loopback_engine_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let token = token_file(dir.path(), "the-shared-link-token");
-    let cloud = Cloud::start_with(
+    let state = dir.path().join("state");
+    let mut cloud = Cloud::start_with(
         scenario(),
-        |engine| engine.link.token_file = Some(token.clone()),
-        |api| api.dispatch.engine_token_file = Some(token.clone()),
+        |engine| {
+            engine.link.token_file = None;
+            engine.state_dir = Some(state.clone());
+        },
+        |api| {
+            api.dispatch.engine_token_file = None;
+            api.state_dir = Some(state.clone());
+        },
     )
     .await;
+    let token = std::fs::read_to_string(state.join("link-token")).unwrap();
     cloud.sim.power_off("compute-01").unwrap();
     let since = cloud.sim.last_request_seq();
     let channel = instanceha_testkit::cloud::connect(cloud.engine.addr).await;
     for authorization in [
         None,
-        Some("Bearer not-the-token"),
-        Some("the-shared-link-token"),
+        Some("Bearer not-the-token".to_owned()),
+        Some(token.trim().to_owned()),
     ] {
         let mut client = engine_pb::engine_client::EngineClient::new(channel.clone());
         let mut request = tonic::Request::new(tokio_stream::iter(vec![start_run()]));
-        if let Some(value) = authorization {
+        if let Some(value) = &authorization {
             request
                 .metadata_mut()
                 .insert("authorization", value.parse().unwrap());
@@ -283,6 +295,7 @@ async fn a_recover_call_without_the_link_token_is_refused_and_changes_nothing() 
         );
     }
     // The engine did nothing in the cloud: no write, the server in place.
+    // sleep: time for a write to arrive; none may.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let writes: Vec<_> = cloud
         .sim
@@ -301,4 +314,20 @@ async fn a_recover_call_without_the_link_token_is_refused_and_changes_nothing() 
             .all(|h| !h.host.forced_down && h.host.enabled),
         "a compute service was forced down or disabled"
     );
+    // The API, which read the same token without being told, recovers.
+    cloud
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
+        .await;
+    let n = cloud
+        .report(
+            pb::NotificationType::ComputeHost,
+            "compute-01",
+            &[("event", "STOPPED"), ("host_status", "NORMAL")],
+        )
+        .await;
+    let n = cloud.terminal(&n.id, Duration::from_secs(30)).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
 }

@@ -14,6 +14,7 @@ use instanceha_testkit::check::assert_status;
 use instanceha_testkit::check::vmove_status;
 use instanceha_testkit::cloud::Cloud;
 use instanceha_testkit::cloud::fast;
+use instanceha_testkit::eventually;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -280,24 +281,15 @@ async fn nova_503_on_unlock_recovers_says_the_lock_is_held_and_releases_it_later
 
     // Nova answers again: the notification that took the lock releases it.
     cloud.sim.delete_fault(fault);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while cloud.server("victim").locked {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the lock was never released"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let mut held = cloud.vmove_of(&n.id, "victim").await;
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while held.locked {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still recorded held"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        held = cloud.vmove_of(&n.id, "victim").await;
-    }
+    let every = Duration::from_millis(50);
+    eventually("the lock released", PATIENCE, every, || async {
+        !cloud.server("victim").locked
+    })
+    .await;
+    eventually("the lock recorded released", PATIENCE, every, || async {
+        !cloud.vmove_of(&n.id, "victim").await.locked
+    })
+    .await;
     let n = cloud.notification(&n.id).await;
     assert_status(&n, pb::NotificationStatus::Finished);
     assert!(!n.message.contains("still locked"), "{}", n.message);

@@ -15,6 +15,7 @@ use instanceha_testkit::check::assert_status;
 use instanceha_testkit::cloud::Cloud;
 use instanceha_testkit::cloud::fast;
 use instanceha_testkit::cloud::now;
+use instanceha_testkit::eventually;
 
 fn of_trace(spans: &InMemorySpanExporter, trace: TraceId) -> Vec<SpanData> {
     spans
@@ -82,21 +83,19 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
     assert_status(&n, pb::NotificationStatus::Finished);
 
     // The engine's run span closes once the API has acknowledged Done.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let collected = loop {
+    let (within, every) = (Duration::from_secs(10), Duration::from_millis(20));
+    let collected = eventually("the run's spans", within, every, || async {
         let collected = of_trace(spans, trace);
         if !named(&collected, "recovery.run").is_empty()
             && !named(&collected, "dispatch.run").is_empty()
         {
-            break collected;
+            Ok(collected)
+        } else {
+            let names: Vec<_> = collected.iter().map(|s| &s.name).collect();
+            Err(format!("spans: {names:?}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "spans: {:?}",
-            collected.iter().map(|s| &s.name).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    })
+    .await;
     let one = |name: &str| -> &SpanData {
         let found = named(&collected, name);
         assert_eq!(
@@ -187,6 +186,7 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
     let addr = instanceha_runtime::telemetry::serve_registry(
         registry.clone(),
         "127.0.0.1:0".parse().unwrap(),
+        &instanceha_runtime::connections::ConnectionBudget::unlimited(),
     )
     .await
     .unwrap();

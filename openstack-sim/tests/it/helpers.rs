@@ -253,19 +253,4 @@ impl Harness {
         assert_eq!(a.status, 200, "{}", a.text);
         a.body["server"].clone()
     }
-
-    /// Waits (in real time) until a condition on the world holds.
-    pub async fn until(
-        &self,
-        what: &str,
-        mut ok: impl FnMut(&openstack_sim::WorldSnapshot) -> bool,
-    ) {
-        for _ in 0..2000 {
-            if ok(&self.sim.snapshot()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        panic!("timed out waiting for {what}");
-    }
 }

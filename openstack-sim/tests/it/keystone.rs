@@ -285,6 +285,7 @@ async fn token_ttl_is_configurable_in_real_seconds() {
             .status,
         200
     );
+    // sleep: past the token's lifetime of one real second.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert_eq!(
         h.nova(&token, "2.1", Method::GET, "/servers", None)

@@ -167,6 +167,8 @@ impl OverviewModel {
                     dirty.recoveries.insert(v.notification_id);
                 }
             }
+            // The vmove's own change moves the row.
+            Change::Step(_) => {}
             Change::Progress {
                 notification_id,
                 event,

@@ -11,11 +11,14 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use tokio::sync::mpsc;
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
 use super::{Op, Sender, admit, open, sleep_until};
 use crate::auth::Operation;
+use crate::changes::Change;
 use crate::console::Console;
 use crate::console::error::ConsoleError;
 use crate::console::reads;
@@ -41,6 +44,9 @@ pub async fn stream(
     operations.extend(OPERATIONS);
     let (viewer, slot) = admit(&console, &headers, client, &operations).await?;
     let id = notification_id(&raw)?;
+    // Steps come on the feed (the watch sends each vmove's current step
+    // only): subscribed first, so none is missed.
+    let feed = console.api().changes().subscribe();
     let updates = console.api().watch_notification(id).await?;
     let trace_id = console.api().trace_id(id).await?;
     let (response, sender) = open(&console);
@@ -54,7 +60,7 @@ pub async fn stream(
             sender,
             _slot: slot,
         };
-        task.run(updates, since).await;
+        task.run(updates, feed, since).await;
     });
     Ok(response)
 }
@@ -73,43 +79,14 @@ impl Follow {
     async fn run(
         self,
         mut updates: mpsc::Receiver<Result<WatchUpdate, Error>>,
+        mut feed: broadcast::Receiver<Arc<Change>>,
         since: Option<Since>,
     ) {
-        let Some(Ok(WatchUpdate::Snapshot {
-            notification,
-            progress,
-            vmoves,
-        })) = updates.recv().await
-        else {
+        let Some(mut model) = self.model(&mut updates).await else {
             return;
         };
-        let steps = match reads::steps(self.console.api(), self.id).await {
-            Ok(steps) => steps,
-            Err(err) => {
-                tracing::info!(notification_id = %self.id, error = %err, "console stream ended");
-                return;
-            }
-        };
-        let mut model =
-            RecoveryModel::new(notification, progress, vmoves, steps, self.trace_id.clone());
         let link = self.console.trace_link(self.trace_id.as_deref());
-        let first = match since {
-            Some(since) => {
-                let touched = model.touched_since(&since);
-                if touched.is_empty() {
-                    self.sender.fresh().await
-                } else {
-                    self.sender
-                        .patch(&ops(&model, &touched, &self.viewer, link.as_deref()))
-                        .await
-                }
-            }
-            None => {
-                self.sender
-                    .snapshot(&model.live_region(&self.viewer, link.as_deref()))
-                    .await
-            }
-        };
+        let first = self.first(&model, since, link.as_deref()).await;
         if !first || model.notification.status().is_terminal() {
             if first {
                 self.sender.end().await;
@@ -123,6 +100,22 @@ impl Follow {
             tokio::select! {
                 () = self.sender.closed() => return,
                 () = draining.cancelled() => return,
+                change = feed.recv() => match change {
+                    Ok(change) => {
+                        if let Change::Step(step) = change.as_ref()
+                            && step.notification_id == self.id
+                        {
+                            pending.merge(model.put_step(step));
+                            if !pending.is_empty() && due.is_none() {
+                                due = Some(Instant::now() + GATHER);
+                            }
+                        }
+                    }
+                    // A lagging feed only misses steps the vmoves' own
+                    // changes and the next page load bring back.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
                 update = updates.recv() => match update {
                     Some(Ok(update)) => {
                         pending.merge(model.apply(update));
@@ -147,6 +140,57 @@ impl Follow {
                         return;
                     }
                 }
+            }
+        }
+    }
+
+    /// The model from the watch's first snapshot and the step history.
+    async fn model(
+        &self,
+        updates: &mut mpsc::Receiver<Result<WatchUpdate, Error>>,
+    ) -> Option<RecoveryModel> {
+        let Some(Ok(WatchUpdate::Snapshot {
+            notification,
+            progress,
+            vmoves,
+        })) = updates.recv().await
+        else {
+            return None;
+        };
+        match reads::steps(self.console.api(), self.id).await {
+            Ok(steps) => Some(RecoveryModel::new(
+                notification,
+                progress,
+                vmoves,
+                steps,
+                self.trace_id.clone(),
+            )),
+            Err(err) => {
+                tracing::info!(notification_id = %self.id, error = %err, "console stream ended");
+                None
+            }
+        }
+    }
+
+    /// The first event: what changed since the page stood at `since`
+    /// (`fresh` if nothing), or the whole part without it; false once
+    /// the page has gone.
+    async fn first(&self, model: &RecoveryModel, since: Option<Since>, link: Option<&str>) -> bool {
+        match since {
+            Some(since) => {
+                let touched = model.touched_since(&since);
+                if touched.is_empty() {
+                    self.sender.fresh().await
+                } else {
+                    self.sender
+                        .patch(&ops(model, &touched, &self.viewer, link))
+                        .await
+                }
+            }
+            None => {
+                self.sender
+                    .snapshot(&model.live_region(&self.viewer, link))
+                    .await
             }
         }
     }

@@ -18,6 +18,9 @@ pub struct Model {
     pub on_maintenance: bool,
     /// The notification whose recovery put the host on maintenance.
     pub maintenance_by: Option<String>,
+    /// Why the host is held out of service (a flapping host), until an
+    /// operator clears its maintenance.
+    pub held_reason: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -3,6 +3,7 @@
 //! domain types carry no sea-orm derives.
 
 pub mod host;
+pub mod instance_step;
 pub mod notification;
 pub mod progress_event;
 pub mod segment;

@@ -32,6 +32,8 @@ pub struct Model {
     pub retry_until: Option<DateTimeUtc>,
     /// A finished notification's locks left held are released again then.
     pub lock_release_at: Option<DateTimeUtc>,
+    /// When it reached a terminal status.
+    pub ended_at: Option<DateTimeUtc>,
     /// W3C `traceparent` of the request that created it.
     pub trace_context: Option<String>,
     pub created_at: DateTimeUtc,

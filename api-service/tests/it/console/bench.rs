@@ -115,6 +115,7 @@ async fn the_recovery_page_with_1000_instances() {
         if vmoves == INSTANCES {
             break;
         }
+        // sleep: the vmoves are read again every 20 ms until all are planned.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     browser
@@ -126,9 +127,11 @@ async fn the_recovery_page_with_1000_instances() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
     while browser.count("#verdict[data-status=finished]").await == 0 {
         assert!(tokio::time::Instant::now() < deadline, "not finished");
+        // sleep: the verdict is read again every 200 ms.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let recovered_in = started.elapsed();
+    // sleep: the last patches reach the page.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let updates = update_figures(&browser).await;
     browser.screenshot("finished").await;

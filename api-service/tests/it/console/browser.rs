@@ -140,6 +140,7 @@ async fn the_overview_shows_a_recovery_appear_and_move_without_a_reload() {
             tokio::time::Instant::now() < deadline,
             "the recovery is not done: {seen:?}"
         );
+        // sleep: the count is read again every 20 ms, to see each value it takes.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     browser.screenshot("done").await;
@@ -371,6 +372,7 @@ async fn a_page_left_open_across_an_api_restart_comes_back_by_itself() {
         })
         .await;
     browser.screenshot("api-down").await;
+    // sleep: the API stays down a while, as a restart does.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     system.start_api().await;

@@ -251,6 +251,7 @@ async fn a_stream_is_fresh_for_a_current_page_and_bounded_per_caller() {
         }
         assert_eq!(reply.status(), StatusCode::TOO_MANY_REQUESTS);
         assert!(tokio::time::Instant::now() < deadline, "the slot came back");
+        // sleep: the first stream's slot comes back when its task sees it closed.
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let (event, data) = first_event(&mut second).await;

@@ -240,6 +240,7 @@ impl System {
                 "notification {id} still {status:?} after {within:?}: {}",
                 n.message
             );
+            // sleep: the notification is read again every 50 ms.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

@@ -55,6 +55,74 @@ pub fn screenshot_dir(test: &str) -> PathBuf {
         .join(test)
 }
 
+/// Starts chromedriver on a free port and waits for it: the process, a
+/// client and its URL.
+async fn start_driver(driver: &Path) -> (Child, reqwest::Client, String) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(driver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("chromedriver starts");
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let ready = http
+            .get(format!("{base}/status"))
+            .send()
+            .await
+            .ok()
+            .and_then(|r| r.error_for_status().ok())
+            .is_some();
+        if ready {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "chromedriver did not answer"
+        );
+        // sleep: chromedriver is asked again every 50 ms until it answers.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, http, base)
+}
+
+/// The session's capabilities: headless Chromium with a fresh profile
+/// and no background connections (the closed network refuses them).
+fn capabilities(chromium: &Path, profile: &Path) -> Value {
+    let args = [
+        "--headless".to_owned(),
+        "--no-sandbox".to_owned(),
+        "--disable-gpu".to_owned(),
+        "--disable-quic".to_owned(),
+        "--no-first-run".to_owned(),
+        "--disable-background-networking".to_owned(),
+        "--disable-component-update".to_owned(),
+        "--disable-sync".to_owned(),
+        "--disable-dev-shm-usage".to_owned(),
+        "--window-size=1400,1000".to_owned(),
+        format!("--user-data-dir={}", profile.display()),
+    ];
+    json!({
+        "capabilities": {
+        "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+            "binary": chromium.display().to_string(),
+            "args": args,
+            }
+        }
+        }
+    })
+}
+
 /// One browser, its driver and its profile, and the screenshots of a test.
 pub struct Browser {
     http: reqwest::Client,
@@ -84,63 +152,9 @@ impl Browser {
             );
             return None;
         };
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = Command::new(&driver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("chromedriver starts");
-        let http = reqwest::Client::new();
-        let base = format!("http://127.0.0.1:{port}");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let ready = http
-                .get(format!("{base}/status"))
-                .send()
-                .await
-                .ok()
-                .and_then(|r| r.error_for_status().ok())
-                .is_some();
-            if ready {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "chromedriver did not answer"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let (child, http, base) = start_driver(&driver).await;
         let profile = tempfile::tempdir().expect("a profile directory");
-        let args = [
-            "--headless".to_owned(),
-            "--no-sandbox".to_owned(),
-            "--disable-gpu".to_owned(),
-            "--disable-quic".to_owned(),
-            "--no-first-run".to_owned(),
-            "--disable-background-networking".to_owned(),
-            "--disable-component-update".to_owned(),
-            "--disable-sync".to_owned(),
-            "--disable-dev-shm-usage".to_owned(),
-            "--window-size=1400,1000".to_owned(),
-            format!("--user-data-dir={}", profile.path().display()),
-        ];
-        let capabilities = json!({
-            "capabilities": {
-                "alwaysMatch": {
-                    "browserName": "chrome",
-                    "goog:chromeOptions": {
-                        "binary": chromium.display().to_string(),
-                        "args": args,
-                    }
-                }
-            }
-        });
+        let capabilities = capabilities(&chromium, profile.path());
         let reply: Value = http
             .post(format!("{base}/session"))
             .json(&capabilities)
@@ -300,6 +314,7 @@ impl Browser {
                 "{what}: not within {within:?} (page {})",
                 self.url().await
             );
+            // sleep: the page is read again every 50 ms.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

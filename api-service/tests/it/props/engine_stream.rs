@@ -32,12 +32,11 @@ use instanceha_api::domain::{
     InstanceResult, NewNotification, NotificationId, NotificationType, PlannedInstance,
     ProgressState, RunEvent, RunKind, SequencedEvent, VMoveType,
 };
-use instanceha_api::status::IntakeVerdict;
-use instanceha_api::status::{
-    NotificationStatus, Resolution, RetryBudget, RunEnd, RunOutcome, VMoveStatus, VMoveView,
-    resolve_run,
-};
-use instanceha_api::store::{self, Intake, Store};
+use instanceha_api::lifecycle::intake::Admitted;
+use instanceha_api::lifecycle::resolution::{Resolution, RetryBudget, resolve};
+use instanceha_api::lifecycle::{RunEnd, RunOutcome, RunPolicy, VMoveView};
+use instanceha_api::status::{NotificationStatus, VMoveStatus};
+use instanceha_api::store::{self, Intake, IntakeWindows, Store};
 use instanceha_proto::engine::v1 as epb;
 use instanceha_proto::v1 as pb;
 use proptest::prelude::*;
@@ -169,8 +168,9 @@ impl Model {
             attempt: 1,
             max_attempts,
             window_open: true,
+            verdict_open: true,
         };
-        resolve_run(end, RunKind::Recover, &views, budget)
+        resolve(end, RunKind::Recover, &views, budget)
     }
 }
 
@@ -355,14 +355,14 @@ async fn claimed(store: &Store, hostname: &str) -> (NotificationId, String) {
     let new = NewNotification {
         notification_type: NotificationType::ComputeHost,
         hostname: hostname.to_owned(),
-        generated_time: store::now(),
+        generated_time: store.now(),
         payload: BTreeMap::from([("event".to_owned(), "STOPPED".to_owned())]),
         idempotency_key: None,
         trace_context: None,
     };
     let stored = store
-        .create_notifications(&[new], chrono::Duration::zero(), |_, _| {
-            Ok::<_, store::Error>(IntakeVerdict::Accept)
+        .create_notifications(&[new], IntakeWindows::NONE, |_, _| {
+            Ok::<_, store::Error>(Admitted::accept())
         })
         .await
         .unwrap();
@@ -370,7 +370,7 @@ async fn claimed(store: &Store, hostname: &str) -> (NotificationId, String) {
         panic!("the notification was not created");
     };
     let (_, run) = store
-        .claim(n.id, "props", policy(1))
+        .claim(n.id, "props", &policy(1))
         .await
         .unwrap()
         .unwrap();
@@ -378,11 +378,17 @@ async fn claimed(store: &Store, hostname: &str) -> (NotificationId, String) {
 }
 
 /// A long lease, `max_attempts` runs, a retry window that stays open.
-fn policy(max_attempts: u32) -> store::RunPolicy {
-    store::RunPolicy {
+fn policy(max_attempts: u32) -> RunPolicy {
+    RunPolicy {
         lease: LEASE,
         retry_window: Duration::from_secs(3600),
+        verdict_grace: Duration::from_secs(3600),
         max_attempts,
+        retry_backoff: instanceha_runtime::backoff::Backoff::new(
+            Duration::from_secs(5),
+            Duration::from_secs(120),
+        )
+        .exact(),
     }
 }
 
@@ -583,13 +589,11 @@ fn check_store(backend: Backend, cases: u32) {
             }
             let end = match done {
                 Some(outcome) => RunEnd::Done(outcome),
-                None => RunEnd::Lost {
-                    reason: "the stream ended".to_owned(),
-                },
+                None => RunEnd::engine_lost("the stream ended"),
             };
             let expected = model.resolution(&end, max_attempts).status();
             store
-                .resolve_run(id, &run_id.as_str().into(), &end, policy(max_attempts), Utc::now())
+                .resolve_run(id, &run_id.as_str().into(), &end, &policy(max_attempts))
                 .await
                 .map_err(|e| TestCaseError::fail(format!("resolve: {e}")))?;
             let status = check_invariants(&store, id).await.map_err(TestCaseError::fail)?;
@@ -906,9 +910,7 @@ fn expect_one_at_a_time(model: &mut Model, events: &[(u64, Ev, Wire)]) -> (Vec<u
 }
 
 fn lost(reason: &str) -> RunEnd {
-    RunEnd::Lost {
-        reason: reason.to_owned(),
-    }
+    RunEnd::engine_lost(reason)
 }
 
 /// Waits for the notification to leave `new` and `running`.
@@ -999,6 +1001,7 @@ fn dispatcher_persists_or_refuses_what_a_bad_engine_sends() {
             s.dispatch.max_attempts = 1;
             s.dispatch.scan_interval = Duration::from_secs(3600);
             s.intake.duplicate_window = Duration::ZERO;
+            s.intake.flapping_failures = 0;
         }))
         .expect("SQLite is always there");
     rt.block_on(hosts(&mut app));

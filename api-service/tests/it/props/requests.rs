@@ -747,10 +747,16 @@ async fn fixture(app: &mut TestApp) -> Known {
         .claim(
             id,
             "props",
-            instanceha_api::store::RunPolicy {
+            &instanceha_api::lifecycle::RunPolicy {
                 lease: Duration::from_secs(3600),
                 retry_window: Duration::from_secs(3600),
+                verdict_grace: Duration::from_secs(3600),
                 max_attempts: 3,
+                retry_backoff: instanceha_runtime::backoff::Backoff::new(
+                    Duration::from_secs(5),
+                    Duration::from_secs(120),
+                )
+                .exact(),
             },
         )
         .await

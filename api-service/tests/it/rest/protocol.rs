@@ -50,6 +50,19 @@ async fn versions_are_discovered(backend: Backend) {
     let unknown = rest.get("/v1/nothing-here").await;
     assert!(unknown.fault("itemNotFound").contains("could not be found"));
 
+    // Links come from the API's own address, never from a Host header.
+    for path in ["/", "/v1/", "/elsewhere"] {
+        let reply = rest
+            .client()
+            .get(rest.url(path))
+            .header("host", "attacker.example")
+            .send()
+            .await
+            .unwrap();
+        let text = reply.text().await.unwrap();
+        assert!(!text.contains("attacker.example"), "{path}: {text}");
+    }
+
     // Load balancers probe Masakari at /healthcheck.
     let health = rest
         .client()
@@ -153,6 +166,26 @@ async fn bodies_that_are_not_json_are_refused(backend: Backend) {
     assert_eq!(reply.status(), 415);
     let body: serde_json::Value = reply.json().await.unwrap();
     assert_eq!(body["badMediaType"]["code"], 415);
+    // JSON sent as text or as a form (what a browser sends across origins
+    // without asking), or with no type at all, is not read.
+    let segment =
+        r#"{"segment": {"name": "a", "recovery_method": "auto", "service_type": "COMPUTE"}}"#;
+    for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
+        let reply = raw(segment, content_type).send().await.unwrap();
+        assert_eq!(reply.status(), 415, "{content_type}");
+    }
+    let untyped = rest
+        .client()
+        .post(rest.url("/v1/segments"))
+        .body(segment)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(untyped.status(), 415, "no Content-Type");
+    rest.get("/v1/segments").await.expect(200)["segments"]
+        .as_array()
+        .filter(|segments| segments.is_empty())
+        .expect("nothing was created");
 
     let huge = "x".repeat(200_000);
     let reply = rest
