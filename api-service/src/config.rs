@@ -16,6 +16,7 @@ use instanceha_runtime::shutdown::ShutdownSettings;
 use instanceha_runtime::tls::ServerTlsSettings;
 
 use crate::auth::AuthSettings;
+use crate::console::ConsoleSettings;
 use crate::dispatch::DispatchSettings;
 use crate::rest::RestSettings;
 use crate::service::IntakeSettings;
@@ -34,6 +35,8 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// The Masakari-compatible REST API.
     pub rest: RestSettings,
+    /// The web console, on the REST listener.
+    pub console: ConsoleSettings,
     pub log: LogSettings,
     pub telemetry: TelemetrySettings,
     /// TLS of the public APIs: gRPC and, with the same certificate and
@@ -60,6 +63,7 @@ impl Default for Settings {
             dispatch: DispatchSettings::default(),
             auth: AuthSettings::default(),
             rest: RestSettings::default(),
+            console: ConsoleSettings::default(),
             log: LogSettings::default(),
             telemetry: TelemetrySettings::default(),
             tls: ServerTlsSettings::default(),
@@ -180,6 +184,7 @@ impl Settings {
         }
         self.dispatch.validate().map_err(Error::Invalid)?;
         self.telemetry.validate().map_err(Error::Invalid)?;
+        self.console.validate().map_err(Error::Invalid)?;
         if self.limits.max_watches == 0 || self.limits.max_watches_per_caller == 0 {
             return Err(Error::Invalid(
                 "limits.max_watches and limits.max_watches_per_caller: must be 1 or more"

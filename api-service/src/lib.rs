@@ -16,12 +16,14 @@
 //! * [`grpc`]: the `instanceha.v1` edge: handlers, conversions, errors.
 //! * [`rest`]: the Masakari-compatible REST edge (API v1, microversions
 //!   1.0 to 1.3) over the same service.
+//! * [`console`]: the web console, on the REST listener under `/console/`.
 //! * [`rate_limit`]: the per-client request budget both edges share.
 //! * [`config`], [`server`]: settings and process life cycle.
 
 pub mod auth;
 pub mod changes;
 pub mod config;
+pub mod console;
 pub mod dispatch;
 pub mod domain;
 pub mod grpc;

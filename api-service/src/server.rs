@@ -17,6 +17,7 @@ use tonic_health::server::HealthReporter;
 use crate::auth::Guard;
 use crate::changes::ChangeFeed;
 use crate::config::{LimitSettings, Settings};
+use crate::console::{self, Console};
 use crate::dispatch::Dispatcher;
 use crate::grpc::{self, GuardLayer, SizeLayer, TraceLayer};
 use crate::rate_limit::RateLimiter;
@@ -72,6 +73,8 @@ pub struct Server {
     rest: Option<(TcpListener, RestState)>,
     /// Its TLS: the gRPC API's `[tls]` settings, as rustls needs them.
     rest_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// The web console, on the REST listener, when both are enabled.
+    console: Option<Console>,
     /// How long to go on serving, not ready, after the shutdown signal.
     drain_delay: Duration,
     /// The connection budget of every port.
@@ -127,6 +130,9 @@ impl Server {
         } else {
             None
         };
+        let console = rest
+            .as_ref()
+            .and_then(|(_, state)| console_of(settings, &api, &guard, rest_tls.is_some(), state));
         let dispatcher = if settings.dispatch.enabled {
             let listen = listener.local_addr().map_err(|source| Error::Bind {
                 addr: settings.listen,
@@ -146,6 +152,7 @@ impl Server {
             limits: settings.limits.clone(),
             rest,
             rest_tls,
+            console,
             drain_delay: settings.shutdown.drain_delay,
             budget,
         })
@@ -210,10 +217,12 @@ impl Server {
         let rest_draining = self.rest.as_ref().map(|(_, state)| state.draining());
         let rest_tls = self.rest_tls;
         let rest_budget = self.budget.clone();
+        let console = self.console;
         let rest_server = self.rest.map(|(listener, state)| {
             tokio::spawn(serve_rest(
                 listener,
                 state,
+                console,
                 rest_limits,
                 rest_tls,
                 rest_budget,
@@ -281,6 +290,7 @@ impl Server {
 async fn serve_rest(
     listener: TcpListener,
     state: RestState,
+    console: Option<Console>,
     limits: RestLimits,
     tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     budget: ConnectionBudget,
@@ -289,9 +299,12 @@ async fn serve_rest(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, tls = tls.is_some(), "masakari-compatible rest api listening");
     }
-    let app = rest::router(state, limits)
-        .layer(ServedLayer::new(budget.clone()))
-        .into_make_service_with_connect_info::<SocketAddr>();
+    let app = match console {
+        Some(console) => rest::router(state, limits).merge(console::router(console)),
+        None => rest::router(state, limits),
+    }
+    .layer(ServedLayer::new(budget.clone()))
+    .into_make_service_with_connect_info::<SocketAddr>();
     // Within the budget, Nagle off; the taps only give axum the peer's
     // address.
     match tls {
@@ -310,6 +323,29 @@ async fn serve_rest(
                 .await
         }
     }
+}
+
+/// The web console on the REST listener whose handlers share `rest`,
+/// when enabled: its streams bounded like the watch streams, ended when
+/// the REST listener drains.
+fn console_of(
+    settings: &Settings,
+    api: &Api,
+    guard: &Guard,
+    tls: bool,
+    rest: &RestState,
+) -> Option<Console> {
+    let limits = &settings.limits;
+    settings.console.enabled.then(|| {
+        Console::new(
+            api.clone(),
+            guard.clone(),
+            settings.console.clone(),
+            tls,
+            grpc::WatchSlots::new(limits.max_watches_per_caller, limits.max_watches),
+            rest.draining(),
+        )
+    })
 }
 
 /// The REST listener, bound, and what its handlers share; its links on

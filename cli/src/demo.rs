@@ -229,6 +229,34 @@ fn inject(sim: &Sim, fault: Fault) -> Result<String, Error> {
     Ok(expect.to_owned())
 }
 
+/// How to reach the services left running: the API, its web console (on
+/// the REST listener), the engine and the simulated cloud.
+fn keep_running_text(
+    api: &Process,
+    engine: &Process,
+    sim: &Sim,
+    notification: &str,
+    token: &str,
+) -> String {
+    let console = api.rest_addr.map_or_else(String::new, |rest| {
+        format!(
+            "  web console             http://{rest}/console/notifications/{notification}  (sign in with the token below)\n"
+        )
+    });
+    format!(
+        "\nthe services keep running (Ctrl-C to stop):\n  \
+         instanceha-api (gRPC)   {}\n{console}  instanceha-engine       {}\n  openstack-sim           {}  (control API under /sim/, see openstack-sim/README.md)\n\n\
+         try:\n  export INSTANCEHA_ENDPOINT=http://{} INSTANCEHA_TOKEN={token}\n  \
+         instanceha notification list\n  instanceha vmove list {notification}\n  \
+         curl -s {}/sim/state | head -c 600\n",
+        api.addr,
+        engine.addr,
+        sim.base_url(),
+        api.addr,
+        sim.base_url(),
+    )
+}
+
 pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
     if !(args.speed > 0.0 && args.speed <= 1000.0) {
         return Err(Error::Demo(format!(
@@ -369,19 +397,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
     }
 
     if args.keep_running {
-        let text = format!(
-            "\nthe services keep running (Ctrl-C to stop):\n  \
-             instanceha-api (gRPC)   {}\n  instanceha-engine       {}\n  openstack-sim           {}  (control API under /sim/, see openstack-sim/README.md)\n\n\
-             try:\n  export INSTANCEHA_ENDPOINT=http://{} INSTANCEHA_TOKEN={token}\n  \
-             instanceha notification list\n  instanceha vmove list {}\n  \
-             curl -s {}/sim/state | head -c 600\n",
-            api.addr,
-            engine.addr,
-            sim.base_url(),
-            api.addr,
-            notification.id,
-            sim.base_url(),
-        );
+        let text = keep_running_text(&api, &engine, &sim, &notification.id, &token);
         ctx.print(&text)?;
         tokio::signal::ctrl_c()
             .await

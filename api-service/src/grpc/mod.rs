@@ -25,7 +25,7 @@ pub use guard::GuardLayer;
 pub use requests::{DomainRequest, decode_request};
 pub use size::{MAX_HEADER_LIST_BYTES, MAX_METADATA_BYTES, SizeLayer};
 pub use trace::TraceLayer;
-pub use watches::WatchSlots;
+pub use watches::{WatchSlot, WatchSlots};
 
 /// The default largest request (a notification is a few hundred bytes; a
 /// page of 1,000 hosts in a response is well below this).

@@ -9,6 +9,7 @@ mod intake;
 mod notifications;
 mod runs;
 mod segments;
+mod trace;
 mod vmoves;
 mod watch;
 

@@ -12,6 +12,7 @@ mod notifications;
 mod run_state;
 mod runs;
 mod segments;
+mod trace;
 mod vmoves;
 
 use std::str::FromStr;
