@@ -407,21 +407,36 @@ pub fn plaintext_token_listeners(settings: &Settings) -> Vec<(&'static str, Sock
         .collect()
 }
 
-/// Reports NOT_SERVING while the database does not answer, so that load
-/// balancers and Kubernetes probes route around a replica that cannot work.
+/// Reports NOT_SERVING while the database cannot write (it does not
+/// answer, its disk is full, it is read-only), so that load balancers and
+/// Kubernetes probes route around a replica that cannot work; probed by a
+/// write every few seconds, every second while it cannot, so that the API
+/// serves again as soon as it can.
 async fn watch_database(api: Api, reporter: HealthReporter) {
     let mut serving = true;
     loop {
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        let ok = api.ping().await.is_ok();
-        if ok != serving {
-            serving = ok;
-            let status = if ok {
-                tracing::info!("database answers again");
-                ServingStatus::Serving
-            } else {
-                tracing::warn!("database does not answer; reporting not serving");
-                ServingStatus::NotServing
+        let every = if serving {
+            Duration::from_secs(5)
+        } else {
+            Duration::from_secs(1)
+        };
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            // A write failed: look now.
+            () = api.write_failed() => {}
+        }
+        let probe = api.probe_storage().await;
+        if probe.is_ok() != serving {
+            serving = probe.is_ok();
+            let status = match probe {
+                Ok(()) => {
+                    tracing::info!("the database can write again; serving");
+                    ServingStatus::Serving
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the database cannot write; reporting not serving");
+                    ServingStatus::NotServing
+                }
             };
             reporter.set_service_status("", status).await;
             for service in SERVICES {

@@ -7,6 +7,7 @@ mod m20261129_000001_initial;
 mod m20261202_000001_runs;
 mod m20261205_000001_prior_state;
 mod m20261205_000002_lifecycle;
+mod m20261205_000003_health_probe;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000001_runs::Migration),
             Box::new(m20261205_000001_prior_state::Migration),
             Box::new(m20261205_000002_lifecycle::Migration),
+            Box::new(m20261205_000003_health_probe::Migration),
         ]
     }
 }

@@ -126,10 +126,10 @@ async fn healthcheck(State(state): State<RestState>) -> Response {
     if state.draining.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
     }
-    match state.api.ping().await {
+    match state.api.ready().await {
         Ok(()) => (StatusCode::OK, "OK").into_response(),
         Err(e) => {
-            tracing::warn!(error = %e, "healthcheck: the database does not answer");
+            tracing::warn!(error = %e, "healthcheck: the database cannot write");
             (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
         }
     }

@@ -54,6 +54,12 @@ impl From<store::Error> for Error {
             }
             store::Error::Illegal(illegal) => Self::FailedPrecondition(illegal.to_string()),
             store::Error::Connect { .. } => Self::Unavailable(err.to_string()),
+            store::Error::Unwritable(ref reason) => {
+                tracing::warn!(error = %reason, "the database cannot write");
+                Self::Unavailable(format!(
+                    "the database cannot write ({reason}); nothing was stored: retry later"
+                ))
+            }
             store::Error::Unavailable(ref reason) | store::Error::Contention(ref reason) => {
                 tracing::warn!(error = %reason, "database unavailable");
                 Self::Unavailable("the database is not answering; retry later".to_owned())

@@ -117,6 +117,27 @@ impl Api {
         Ok(self.store.ping().await?)
     }
 
+    /// Whether the database can write now (a probe row written and
+    /// committed).
+    pub async fn probe_storage(&self) -> Result<(), Error> {
+        Ok(self.store.probe_write().await?)
+    }
+
+    /// Waits until a write to the database fails.
+    pub async fn write_failed(&self) {
+        self.store.write_failed().await;
+    }
+
+    /// Whether the database answers and, at the last probe, could write:
+    /// what `/healthcheck` says, without a write per check.
+    pub async fn ready(&self) -> Result<(), Error> {
+        self.ping().await?;
+        match self.store.unwritable() {
+            None => Ok(()),
+            Some(reason) => Err(Error::Unavailable(reason)),
+        }
+    }
+
     pub fn changes(&self) -> &ChangeFeed {
         &self.changes
     }

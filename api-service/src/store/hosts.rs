@@ -67,7 +67,7 @@ impl Store {
         segment::Entity::find()
             .filter(segment::Column::Uuid.eq(new.segment_id.to_string()))
             .lock_shared()
-            .one(&txn)
+            .one(&*txn)
             .await?
             .ok_or_else(|| Error::not_found("segment", new.segment_id))?;
         let at = self.now();
@@ -84,7 +84,7 @@ impl Store {
             updated_at: Set(at),
             ..Default::default()
         }
-        .insert(&txn)
+        .insert(&*txn)
         .await
         .map_err(|e| Error::unique(e, name_taken(&new.name)))?;
         txn.commit().await?;
@@ -92,13 +92,13 @@ impl Store {
     }
 
     pub async fn host(&self, id: HostId, segment: Option<SegmentId>) -> Result<Host> {
-        to_host(find_host(&self.db, id, segment, false).await?)
+        to_host(find_host(&self.db(), id, segment, false).await?)
     }
 
     pub async fn host_by_name(&self, name: &str) -> Result<Option<Host>> {
         host::Entity::find()
             .filter(host::Column::Name.eq(name))
-            .one(&self.db)
+            .one(&self.db())
             .await?
             .map(to_host)
             .transpose()
@@ -124,7 +124,10 @@ impl Store {
         if let Some(name) = &filter.name {
             query = query.filter(host::Column::Name.eq(name.as_str()));
         }
-        let rows = query.limit(u64::from(page.size) + 1).all(&self.db).await?;
+        let rows = query
+            .limit(u64::from(page.size) + 1)
+            .all(&self.db())
+            .await?;
         page_of(rows, page.size, |r| r.id, to_host)
     }
 
@@ -140,16 +143,16 @@ impl Store {
         guard: impl FnOnce(&Host, &Unfinished) -> Result<(), E>,
     ) -> Result<Host, E> {
         let txn = self.begin_write().await?;
-        let row = find_host(&txn, id, segment, true).await?;
+        let row = find_host(&*txn, id, segment, true).await?;
         let current = to_host(row.clone())?;
         let unfinished = match scope {
-            Scope::Host => unfinished_of_host(&txn, current.id).await?,
-            Scope::Segment => unfinished_in_segment(&txn, current.segment_id).await?,
+            Scope::Host => unfinished_of_host(&*txn, current.id).await?,
+            Scope::Segment => unfinished_in_segment(&*txn, current.segment_id).await?,
         };
         guard(&current, &unfinished)?;
         let name = update.name.clone().unwrap_or_default();
         let row = apply_host_update(row, update, self.now())
-            .update(&txn)
+            .update(&*txn)
             .await
             .map_err(|e| Error::unique(e, name_taken(&name)))?;
         txn.commit().await.map_err(Error::from)?;
@@ -166,7 +169,7 @@ impl Store {
     ) -> Result<Option<Host>> {
         let Some(row) = host::Entity::find()
             .filter(host::Column::Name.eq(name))
-            .one(&self.db)
+            .one(&self.db())
             .await?
         else {
             return Ok(None);
@@ -177,7 +180,7 @@ impl Store {
             ..HostUpdate::default()
         };
         let row = apply_host_update(row, &update, self.now())
-            .update(&self.db)
+            .update(&self.db())
             .await?;
         Ok(Some(to_host(row)?))
     }
@@ -189,11 +192,11 @@ impl Store {
         guard: impl FnOnce(&Host, &Unfinished) -> Result<(), E>,
     ) -> Result<(), E> {
         let txn = self.begin_write().await?;
-        let row = find_host(&txn, id, segment, true).await?;
+        let row = find_host(&*txn, id, segment, true).await?;
         let current = to_host(row.clone())?;
-        let unfinished = unfinished_in_segment(&txn, current.segment_id).await?;
+        let unfinished = unfinished_in_segment(&*txn, current.segment_id).await?;
         guard(&current, &unfinished)?;
-        row.delete(&txn).await.map_err(Error::from)?;
+        row.delete(&*txn).await.map_err(Error::from)?;
         txn.commit().await.map_err(Error::from)?;
         Ok(())
     }
@@ -203,7 +206,7 @@ impl Store {
         use sea_orm::PaginatorTrait as _;
         Ok(host::Entity::find()
             .filter(host::Column::HeldReason.is_not_null())
-            .count(&self.db)
+            .count(&self.db())
             .await?)
     }
 
@@ -215,7 +218,7 @@ impl Store {
             .filter(host::Column::Reserved.eq(true))
             .filter(host::Column::OnMaintenance.eq(false))
             .order_by_asc(host::Column::Id)
-            .all(&self.db)
+            .all(&self.db())
             .await?
             .into_iter()
             .map(to_host)

@@ -102,12 +102,12 @@ impl Store {
         mut decide: impl FnMut(usize, &IntakeFacts) -> Result<Admitted, E>,
     ) -> Result<Vec<Intake<E>>> {
         let txn = self.begin_write().await?;
-        let locked = lock_hosts(&txn, batch).await?;
+        let locked = lock_hosts(&*txn, batch).await?;
         // After the host locks: a report sent twice at once with one key
         // takes the same host lock, so the second batch reads the first's
         // row here (READ COMMITTED) instead of taking it for a duplicate.
-        let mut by_key = used_keys::<E>(&txn, batch).await?;
-        let mut earlier = earlier_reports(&txn, batch, &locked.hosts, windows).await?;
+        let mut by_key = used_keys::<E>(&*txn, batch).await?;
+        let mut earlier = earlier_reports(&*txn, batch, &locked.hosts, windows).await?;
 
         let at = self.now();
         let mut slots: Vec<Slot<E>> = Vec::with_capacity(batch.len());
@@ -164,8 +164,8 @@ impl Store {
                 },
             );
         }
-        hold_hosts(&txn, &holds, at).await?;
-        let stored = insert(&txn, &slots, rows).await?;
+        hold_hosts(&*txn, &holds, at).await?;
+        let stored = insert(&*txn, &slots, rows).await?;
         txn.commit().await?;
         read_back(slots, &stored)
     }

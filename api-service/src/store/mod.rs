@@ -6,6 +6,7 @@
 
 pub mod entity;
 mod events;
+mod health;
 mod hosts;
 mod intake;
 mod notifications;
@@ -16,6 +17,7 @@ mod trace;
 mod vmoves;
 
 use std::str::FromStr;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
@@ -70,6 +72,11 @@ pub enum Error {
     Connect { url: String, reason: String },
     #[error("cannot migrate the database: {0}")]
     Migrate(String),
+    /// The database cannot write: its disk is full, it is read-only, or
+    /// its storage fails (SQLite's FULL, IOERR, READONLY; PostgreSQL's
+    /// 53100, 58030, 25006; MySQL's 1021, 1114, 1290). Nothing was stored.
+    #[error("the database cannot write: {0}")]
+    Unwritable(String),
     /// Anything else the database reported.
     #[error("database error: {0}")]
     Database(String),
@@ -82,6 +89,9 @@ impl From<DbErr> for Error {
         }
         if aborted_by_database(&err) || sqlite_busy(&err) {
             return Self::Contention(err.to_string());
+        }
+        if health::cannot_write(&err) {
+            return Self::Unwritable(err.to_string());
         }
         Self::Database(err.to_string())
     }
@@ -114,7 +124,10 @@ impl Error {
     /// Whether the database failed for a passing reason: it did not answer,
     /// or it aborted the change. Trying again later may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Unavailable(_) | Self::Contention(_))
+        matches!(
+            self,
+            Self::Unavailable(_) | Self::Contention(_) | Self::Unwritable(_)
+        )
     }
 }
 
@@ -174,7 +187,13 @@ impl DatabaseSettings {
 /// The database, migrated and ready.
 #[derive(Clone, Debug)]
 pub struct Store {
-    db: DatabaseConnection,
+    /// The connection pool; replaced (SQLite) after a transaction failed,
+    /// so that no connection stays inside it.
+    db: Arc<RwLock<DatabaseConnection>>,
+    /// How to open it again.
+    settings: Arc<DatabaseSettings>,
+    /// Whether the database can write, as the last probe or write found.
+    health: Arc<health::StorageHealth>,
     /// Connections in the pool (1 on SQLite).
     pool_size: u32,
     /// Where "now" comes from: the system's clock, or Tokio's in tests.
@@ -221,6 +240,31 @@ impl Store {
     }
 
     async fn open_once(options: &DatabaseSettings) -> Result<Self, OpenFailure> {
+        let db = connect(options).await.map_err(OpenFailure::Connect)?;
+        migrate(&db, options).await?;
+        let pool_size = if options.url.starts_with("sqlite:") {
+            1
+        } else {
+            options.max_connections.max(1)
+        };
+        Ok(Self {
+            db: Arc::new(RwLock::new(db)),
+            settings: Arc::new(options.clone()),
+            health: Arc::default(),
+            pool_size,
+            clock: Clock::system(),
+        })
+    }
+
+    /// The connection pool as it is now.
+    fn db(&self) -> DatabaseConnection {
+        self.db.read().expect("the pool lock").clone()
+    }
+}
+
+/// A connection pool for `options`.
+async fn connect(options: &DatabaseSettings) -> std::result::Result<DatabaseConnection, DbErr> {
+    {
         let mut connect = ConnectOptions::new(options.url.clone());
         connect
             .connect_timeout(options.connect_timeout)
@@ -240,22 +284,11 @@ impl Store {
         } else {
             connect.max_connections(options.max_connections.max(1));
         }
-        let db = Database::connect(connect)
-            .await
-            .map_err(OpenFailure::Connect)?;
-        migrate(&db, options).await?;
-        let pool_size = if options.url.starts_with("sqlite:") {
-            1
-        } else {
-            options.max_connections.max(1)
-        };
-        Ok(Self {
-            db,
-            pool_size,
-            clock: Clock::system(),
-        })
+        Database::connect(connect).await
     }
+}
 
+impl Store {
     /// The store reading the time from `clock` (tests pass Tokio's).
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
@@ -274,22 +307,28 @@ impl Store {
     }
 
     pub fn backend(&self) -> DbBackend {
-        self.db.get_database_backend()
+        self.db().get_database_backend()
     }
 
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<()> {
-        Ok(self.db.ping().await?)
+        Ok(self.db().ping().await?)
     }
 
     pub async fn close(self) -> Result<()> {
-        Ok(self.db.close().await?)
+        Ok(self.db().close().await?)
     }
 
     /// A transaction for a read-check-write sequence: `BEGIN IMMEDIATE` on
     /// SQLite (take the write lock first), READ COMMITTED elsewhere so that
     /// each statement sees what other transactions committed.
-    async fn begin_write(&self) -> Result<DatabaseTransaction> {
+    async fn begin_write(&self) -> Result<health::Write<'_>> {
+        self.reset_if_poisoned().await;
+        let txn = self.begin_transaction().await?;
+        Ok(health::Write::new(self, txn))
+    }
+
+    async fn begin_transaction(&self) -> Result<DatabaseTransaction> {
         let options = match self.backend() {
             DbBackend::Sqlite => TransactionOptions {
                 isolation_level: None,
@@ -302,7 +341,7 @@ impl Store {
                 sqlite_transaction_mode: None,
             },
         };
-        Ok(self.db.begin_with_options(options).await?)
+        Ok(self.db().begin_with_options(options).await?)
     }
 }
 

@@ -136,7 +136,7 @@ impl Store {
     pub async fn notification(&self, id: NotificationId) -> Result<Notification> {
         let row = notification::Entity::find()
             .filter(notification::Column::Uuid.eq(id.to_string()))
-            .one(&self.db)
+            .one(&self.db())
             .await?
             .ok_or_else(|| Error::not_found("notification", id))?;
         to_notification(row)
@@ -147,7 +147,7 @@ impl Store {
         progress_event::Entity::find()
             .filter(progress_event::Column::NotificationUuid.eq(id.to_string()))
             .order_by_asc(progress_event::Column::Sequence)
-            .all(&self.db)
+            .all(&self.db())
             .await?
             .into_iter()
             .map(to_progress_event)
@@ -191,7 +191,10 @@ impl Store {
                 .unwrap_or(DateTime::<Utc>::MAX_UTC);
             query = query.filter(notification::Column::GeneratedTime.gte(since.min(latest)));
         }
-        let rows = query.limit(u64::from(page.size) + 1).all(&self.db).await?;
+        let rows = query
+            .limit(u64::from(page.size) + 1)
+            .all(&self.db())
+            .await?;
         page_of(rows, page.size, |r| r.id, to_notification)
     }
 
@@ -213,7 +216,7 @@ impl Store {
             .col_expr(notification::Column::UpdatedAt, Expr::value(self.now()))
             .filter(notification::Column::Uuid.eq(id.to_string()))
             .filter(notification::Column::Status.eq(from.as_str()))
-            .exec(&self.db)
+            .exec(&self.db())
             .await?
             .rows_affected;
         if changed == 0 {
@@ -230,7 +233,7 @@ impl Store {
     pub async fn count_notifications(&self, status: NotificationStatus) -> Result<u64> {
         Ok(notification::Entity::find()
             .filter(notification::Column::Status.eq(status.as_str()))
-            .count(&self.db)
+            .count(&self.db())
             .await?)
     }
 }

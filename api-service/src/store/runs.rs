@@ -7,12 +7,10 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::ExprTrait as _;
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use super::entity::{notification, vmove};
+use super::health::Write;
 use super::notifications::{to_notification, unfinished};
 use super::run_state::{notification_row, run_state, write_state};
 use super::vmoves::{to_record, to_vmove};
@@ -115,12 +113,12 @@ impl Store {
         replica: &str,
         policy: &RunPolicy,
     ) -> Result<Option<(Notification, RunClaim)>> {
-        let row = notification_row(&self.db, id, false).await?;
+        let row = notification_row(&self.db(), id, false).await?;
         let state = run_state(&row)?;
         let blocker = if state.status.is_terminal() {
             None
         } else {
-            blocker(&self.db, &row).await?
+            blocker(&self.db(), &row).await?
         };
         let at = self.now();
         let claim = state.claim(ClaimRequest {
@@ -136,7 +134,7 @@ impl Store {
             Claim::Queued {
                 state: Some(queued),
             } => {
-                write_state(&self.db, &row, &queued, at).await?;
+                write_state(&self.db(), &row, &queued, at).await?;
                 Ok(None)
             }
             Claim::Start {
@@ -144,10 +142,10 @@ impl Store {
                 kind,
                 attempt,
             } => {
-                if !write_state(&self.db, &row, &claimed, at).await? {
+                if !write_state(&self.db(), &row, &claimed, at).await? {
                     return Ok(None);
                 }
-                let notification = to_notification(notification_row(&self.db, id, false).await?)?;
+                let notification = to_notification(notification_row(&self.db(), id, false).await?)?;
                 let claim = RunClaim {
                     notification_id: id,
                     cancel_at: claimed.cancel_at(policy),
@@ -170,10 +168,10 @@ impl Store {
         replica: &str,
         lease: std::time::Duration,
     ) -> Result<bool> {
-        let row = notification_row(&self.db, id, false).await?;
+        let row = notification_row(&self.db(), id, false).await?;
         let at = self.now();
         match run_state(&row)?.take_over(run_id, replica, at, lease) {
-            Some(taken) => write_state(&self.db, &row, &taken, at).await,
+            Some(taken) => write_state(&self.db(), &row, &taken, at).await,
             None => Ok(false),
         }
     }
@@ -186,10 +184,10 @@ impl Store {
         run_id: &RunId,
         lease: std::time::Duration,
     ) -> Result<bool> {
-        let row = notification_row(&self.db, id, false).await?;
+        let row = notification_row(&self.db(), id, false).await?;
         let at = self.now();
         match run_state(&row)?.renew(run_id, at, lease) {
-            Some(renewed) => write_state(&self.db, &row, &renewed, at).await,
+            Some(renewed) => write_state(&self.db(), &row, &renewed, at).await,
             None => Ok(false),
         }
     }
@@ -201,7 +199,7 @@ impl Store {
         id: NotificationId,
         kind: RunKind,
     ) -> Result<Vec<InstanceRef>> {
-        run_vmoves(&self.db, id, kind)
+        run_vmoves(&self.db(), id, kind)
             .await?
             .into_iter()
             .map(|row| {
@@ -230,12 +228,12 @@ impl Store {
         policy: &RunPolicy,
     ) -> Result<Resolved> {
         let txn = self.begin_write().await?;
-        let row = notification_row(&txn, id, true).await?;
+        let row = notification_row(&*txn, id, true).await?;
         let state = run_state(&row)?;
         let rows = vmove::Entity::find()
             .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
             .order_by_asc(vmove::Column::Id)
-            .all(&txn)
+            .all(&*txn)
             .await?;
         let records = rows.iter().map(to_record).collect::<Result<Vec<_>>>()?;
         let views: Vec<VMoveView<'_, usize>> = rows
@@ -286,20 +284,24 @@ impl Store {
     /// Writes what ended a run (or expired, or reopened a notification).
     async fn finish<Id>(
         &self,
-        txn: DatabaseTransaction,
+        txn: Write<'_>,
         row: &notification::Model,
         ended: Ended<Id>,
         vmoves: Vec<vmove::Model>,
         at: DateTime<Utc>,
     ) -> Result<Resolved> {
-        if !write_state(&txn, row, &ended.state, at).await? {
+        if !write_state(&*txn, row, &ended.state, at).await? {
             return Err(Error::Stale(format!(
                 "notification {} changed while it was being resolved",
                 row.uuid
             )));
         }
-        let saved =
-            notification_row(&txn, parse_uuid("notifications", "uuid", &row.uuid)?, false).await?;
+        let saved = notification_row(
+            &*txn,
+            parse_uuid("notifications", "uuid", &row.uuid)?,
+            false,
+        )
+        .await?;
         txn.commit().await?;
         Ok(Resolved {
             notification: to_notification(saved)?,
@@ -320,12 +322,12 @@ impl Store {
         policy: &RunPolicy,
     ) -> Result<Notification> {
         let txn = self.begin_write().await?;
-        let row = notification_row(&txn, id, true).await?;
+        let row = notification_row(&*txn, id, true).await?;
         let at = self.now();
         let Some(released) =
             run_state(&row)?.engine_unreachable(run_id, message.clone(), at, policy)?
         else {
-            drop(txn);
+            txn.rollback().await?;
             let end = RunEnd::Lost {
                 reason: message,
                 cause: crate::lifecycle::LostCause::Engine,
@@ -335,8 +337,8 @@ impl Store {
                 .await?
                 .notification);
         };
-        write_state(&txn, &row, &released, at).await?;
-        let saved = notification_row(&txn, id, false).await?;
+        write_state(&*txn, &row, &released, at).await?;
+        let saved = notification_row(&*txn, id, false).await?;
         txn.commit().await?;
         to_notification(saved)
     }
@@ -349,9 +351,9 @@ impl Store {
         expire_after: std::time::Duration,
     ) -> Result<Option<Resolved>> {
         let txn = self.begin_write().await?;
-        let row = notification_row(&txn, id, true).await?;
-        let open = run_vmoves(&txn, id, RunKind::Reconcile).await?.len();
-        let held = held_locks(&txn, id).await?;
+        let row = notification_row(&*txn, id, true).await?;
+        let open = run_vmoves(&*txn, id, RunKind::Reconcile).await?.len();
+        let held = held_locks(&*txn, id).await?;
         let at = self.now();
         let Some(ended) = run_state(&row)?.expire(
             at,
@@ -373,21 +375,21 @@ impl Store {
     /// back to pending.
     pub async fn reopen(&self, id: NotificationId) -> Result<Resolved> {
         let txn = self.begin_write().await?;
-        let row = notification_row(&txn, id, true).await?;
+        let row = notification_row(&*txn, id, true).await?;
         let at = self.now();
         let reopened = run_state(&row)?.reopen(at)?;
         let mut changed = Vec::new();
         for v in vmove::Entity::find()
             .filter(vmove::Column::NotificationUuid.eq(id.to_string()))
             .filter(vmove::Column::Status.eq(VMoveStatus::Failed.as_str()))
-            .all(&txn)
+            .all(&*txn)
             .await?
         {
             let change = reopened_vmove((), at);
             let mut record = to_record(&v)?;
             record.apply(change.event)?;
             changed.push(
-                self.save_vmove(&txn, &v, &record, change.step.as_ref(), None, at)
+                self.save_vmove(&*txn, &v, &record, change.step.as_ref(), None, at)
                     .await?,
             );
         }
@@ -437,7 +439,7 @@ impl Store {
             )
             .order_by_asc(notification::Column::Id)
             .limit(limit)
-            .all(&self.db)
+            .all(&self.db())
             .await?;
         let mut due = Vec::new();
         for row in rows {
@@ -465,7 +467,7 @@ impl Store {
             .filter(notification::Column::GeneratedTime.lt(before))
             .order_by_asc(notification::Column::Id)
             .limit(limit)
-            .all(&self.db)
+            .all(&self.db())
             .await?
             .iter()
             .map(|row| parse_uuid("notifications", "uuid", &row.uuid))
@@ -486,7 +488,7 @@ impl Store {
                         .to_owned(),
                 ),
             )
-            .count(&self.db)
+            .count(&self.db())
             .await?)
     }
 }

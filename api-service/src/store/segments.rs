@@ -50,7 +50,7 @@ impl Store {
             updated_at: Set(at),
             ..Default::default()
         }
-        .insert(&self.db)
+        .insert(&self.db())
         .await
         .map_err(|e| Error::unique(e, name_taken(&new.name)))?;
         to_segment(row)
@@ -59,7 +59,7 @@ impl Store {
     pub async fn segment(&self, id: SegmentId) -> Result<Segment> {
         let row = segment::Entity::find()
             .filter(segment::Column::Uuid.eq(id.to_string()))
-            .one(&self.db)
+            .one(&self.db())
             .await?
             .ok_or_else(|| Error::not_found("segment", id))?;
         to_segment(row)
@@ -86,7 +86,10 @@ impl Store {
         if let Some(name) = &filter.name {
             query = query.filter(segment::Column::Name.eq(name.as_str()));
         }
-        let rows = query.limit(u64::from(page.size) + 1).all(&self.db).await?;
+        let rows = query
+            .limit(u64::from(page.size) + 1)
+            .all(&self.db())
+            .await?;
         page_of(rows, page.size, |r| r.id, to_segment)
     }
 
@@ -102,12 +105,12 @@ impl Store {
         let row = segment::Entity::find()
             .filter(segment::Column::Uuid.eq(id.to_string()))
             .lock_exclusive()
-            .one(&txn)
+            .one(&*txn)
             .await
             .map_err(Error::from)?
             .ok_or_else(|| Error::not_found("segment", id))?;
         let current = to_segment(row.clone())?;
-        let unfinished = unfinished_in_segment(&txn, id).await?;
+        let unfinished = unfinished_in_segment(&*txn, id).await?;
         guard(&current, &unfinished)?;
 
         let mut active: segment::ActiveModel = row.into();
@@ -129,7 +132,7 @@ impl Store {
         active.updated_at = Set(self.now());
         let name = update.name.clone().unwrap_or_default();
         let row = active
-            .update(&txn)
+            .update(&*txn)
             .await
             .map_err(|e| Error::unique(e, name_taken(&name)))?;
         txn.commit().await.map_err(Error::from)?;
@@ -146,19 +149,19 @@ impl Store {
         let row = segment::Entity::find()
             .filter(segment::Column::Uuid.eq(id.to_string()))
             .lock_exclusive()
-            .one(&txn)
+            .one(&*txn)
             .await
             .map_err(Error::from)?
             .ok_or_else(|| Error::not_found("segment", id))?;
         let current = to_segment(row.clone())?;
-        let unfinished = unfinished_in_segment(&txn, id).await?;
+        let unfinished = unfinished_in_segment(&*txn, id).await?;
         guard(&current, &unfinished)?;
         super::entity::host::Entity::delete_many()
             .filter(super::entity::host::Column::SegmentUuid.eq(id.to_string()))
-            .exec(&txn)
+            .exec(&*txn)
             .await
             .map_err(Error::from)?;
-        row.delete(&txn).await.map_err(Error::from)?;
+        row.delete(&*txn).await.map_err(Error::from)?;
         txn.commit().await.map_err(Error::from)?;
         Ok(())
     }

@@ -16,7 +16,7 @@ impl Store {
             .column(notification::Column::TraceContext)
             .filter(notification::Column::Uuid.eq(id.to_string()))
             .into_tuple()
-            .one(&self.db)
+            .one(&self.db())
             .await?;
         row.ok_or_else(|| Error::not_found("notification", id))
     }

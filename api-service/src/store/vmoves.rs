@@ -45,7 +45,7 @@ impl Store {
         let row = vmove::Entity::find()
             .filter(vmove::Column::Uuid.eq(id.to_string()))
             .filter(vmove::Column::NotificationUuid.eq(notification.to_string()))
-            .one(&self.db)
+            .one(&self.db())
             .await?
             .ok_or_else(|| Error::NotFound {
                 kind: "vmove",
@@ -73,7 +73,10 @@ impl Store {
         if let Some(kind) = filter.vmove_type {
             query = query.filter(vmove::Column::Type.eq(kind.as_str()));
         }
-        let rows = query.limit(u64::from(page.size) + 1).all(&self.db).await?;
+        let rows = query
+            .limit(u64::from(page.size) + 1)
+            .all(&self.db())
+            .await?;
         page_of(rows, page.size, |r| r.id, to_vmove)
     }
 }

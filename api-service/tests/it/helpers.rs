@@ -34,6 +34,11 @@ pub struct TestApp {
 }
 
 impl TestApp {
+    /// The URL of the test's database.
+    pub fn database_url(&self) -> &str {
+        &self._database.url
+    }
+
     /// Tells the server to shut down (as SIGTERM would), without waiting.
     pub fn begin_stop(&mut self) {
         if let Some(tx) = self.shutdown.take() {

@@ -18,4 +18,5 @@ mod props;
 mod rest;
 mod segments;
 mod server;
+mod storage;
 mod store;

@@ -30,7 +30,13 @@ impl Tmpfs {
     fn mount(kib: u64) -> Option<Self> {
         let dir = tempfile::tempdir().expect("a directory");
         let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kib}k,mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={kib}k,mode=0700"),
+                "tmpfs",
+            ])
             .arg(dir.path())
             .status()
             .is_ok_and(|s| s.success());
@@ -52,7 +58,10 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
     }
 }
 
@@ -91,14 +100,10 @@ async fn health(app: &TestApp) -> ServingStatus {
     ServingStatus::try_from(answer.into_inner().status).unwrap_or(ServingStatus::Unknown)
 }
 
-/// A report for `host`, generated now.
-fn report(host: &str, n: usize) -> pb::CreateNotificationRequest {
-    let mut request = crate::helpers::host_down(host);
-    // Distinct payloads: no report is another's duplicate.
-    request
-        .payload
-        .insert("cluster_status".to_owned(), format!("OFFLINE-{n}"));
-    request
+/// A report for `host`, generated now (with no duplicate window, never
+/// another's duplicate).
+fn report(host: &str, _n: usize) -> pb::CreateNotificationRequest {
+    crate::helpers::host_down(host)
 }
 
 /// The notification ids the database holds, read on a connection of its
@@ -120,6 +125,31 @@ async fn committed(url: &str) -> Vec<String> {
     ids
 }
 
+/// The API on the SQLite file at `url`, every report counting on its own,
+/// with a segment of three hosts.
+async fn app_with_hosts(url: &str) -> (TestApp, [&'static str; 3]) {
+    let app_url = url.to_owned();
+    let mut app = spawn_app_with(Backend::Sqlite, move |s| {
+        s.database.url = app_url;
+        crate::helpers::every_report_counts(s);
+    })
+    .await
+    .expect("sqlite always runs");
+    let segment = app
+        .segments
+        .create_segment(segment_request("rack-a"))
+        .await
+        .unwrap()
+        .into_inner();
+    let hosts = ["compute-01", "compute-02", "compute-03"];
+    for host in hosts {
+        app.hosts
+            .create_host(host_request(&segment.id, host))
+            .await
+            .unwrap();
+    }
+    (app, hosts)
+}
 
 /// Sends reports until the database refuses one; returns the ids
 /// acknowledged and the refusal.
@@ -141,26 +171,7 @@ async fn on_a_full_disk_no_report_is_acknowledged_without_its_commit() {
         return;
     };
     let url = format!("sqlite://{}", disk.path().join("api.db").display());
-    let app_url = url.clone();
-    let mut app = spawn_app_with(Backend::Sqlite, move |s| {
-        s.database.url = app_url;
-        crate::helpers::every_report_counts(s);
-    })
-    .await
-    .expect("sqlite always runs");
-    let segment = app
-        .segments
-        .create_segment(segment_request("rack-a"))
-        .await
-        .unwrap()
-        .into_inner();
-    let hosts = ["compute-01", "compute-02", "compute-03"];
-    for host in hosts {
-        app.hosts
-            .create_host(host_request(&segment.id, host))
-            .await
-            .unwrap();
-    }
+    let (mut app, hosts) = app_with_hosts(&url).await;
     let ballast = ballast(disk.path(), 96 * 1024);
 
     let (mut acknowledged, refused) = until_refused(&mut app, &hosts).await;
@@ -189,19 +200,23 @@ async fn on_a_full_disk_no_report_is_acknowledged_without_its_commit() {
             "notification {id} was acknowledged but another connection does not see it"
         );
     }
-    assert_eq!(health(&app).await, ServingStatus::NotServing);
+    instanceha_testkit::eventually(
+        "not serving while the disk is full",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async { health(&app).await == ServingStatus::NotServing },
+    )
+    .await;
 
     // Space comes back: the API recovers by itself.
     std::fs::remove_file(&ballast).unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while health(&app).await != ServingStatus::Serving {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still not serving after space came back"
-        );
-        // sleep: the API's own probe runs on real time.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    instanceha_testkit::eventually(
+        "serving again once space came back",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || async { health(&app).await == ServingStatus::Serving },
+    )
+    .await;
     let after = app
         .notifications
         .create_notification(report("compute-02", 200_000))
@@ -217,4 +232,93 @@ async fn on_a_full_disk_no_report_is_acknowledged_without_its_commit() {
     for id in &acknowledged {
         assert!(seen.binary_search(id).is_ok(), "{id} lost across a restart");
     }
+}
+
+/// Runs `sql` on PostgreSQL as its administrator.
+async fn as_postgres_admin(sql: &str) {
+    let url = std::env::var("INSTANCEHA_TEST_POSTGRES_URL").expect("set by the caller");
+    let admin = Database::connect(url.as_str())
+        .await
+        .expect("PostgreSQL answers");
+    admin.execute_unprepared(sql).await.expect(sql);
+    admin.close().await.ok();
+}
+
+/// Makes the test database read-only (or writable again) for every new
+/// transaction, and ends the API's connections so that its pool opens new
+/// ones under the new default.
+async fn postgres_read_only(database: &str, read_only: bool) {
+    let on = if read_only { "on" } else { "off" };
+    as_postgres_admin(&format!(
+        "ALTER DATABASE {database} SET default_transaction_read_only = {on}"
+    ))
+    .await;
+    as_postgres_admin(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_postgresql_refuses_reports_as_unavailable_then_recovers() {
+    let Some(mut app) = spawn_app_with(Backend::Postgres, crate::helpers::every_report_counts).await
+    else {
+        return;
+    };
+    let url = app.database_url().to_owned();
+    let database = url.rsplit('/').next().unwrap().to_owned();
+    let segment = app
+        .segments
+        .create_segment(segment_request("rack-a"))
+        .await
+        .unwrap()
+        .into_inner();
+    app.hosts
+        .create_host(host_request(&segment.id, "compute-01"))
+        .await
+        .unwrap();
+    let before = app
+        .notifications
+        .create_notification(report("compute-01", 0))
+        .await
+        .unwrap()
+        .into_inner();
+
+    postgres_read_only(&database, true).await;
+    let refused = app
+        .notifications
+        .create_notification(report("compute-01", 1))
+        .await
+        .expect_err("a read-only database stores nothing");
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("cannot write"), "{refused:?}");
+    instanceha_testkit::eventually(
+        "not serving while the database is read-only",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async { health(&app).await == ServingStatus::NotServing },
+    )
+    .await;
+
+    postgres_read_only(&database, false).await;
+    instanceha_testkit::eventually(
+        "serving again once the database can write",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async { health(&app).await == ServingStatus::Serving },
+    )
+    .await;
+    let after = app
+        .notifications
+        .create_notification(report("compute-01", 2))
+        .await
+        .expect("a report is taken again")
+        .into_inner();
+    let mut seen = committed(&url).await;
+    seen.sort();
+    for id in [&before.id, &after.id] {
+        assert!(seen.binary_search(id).is_ok(), "{id} is not stored");
+    }
+    app.stop().await;
 }

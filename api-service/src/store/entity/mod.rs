@@ -2,6 +2,7 @@
 //! are stored as Masakari's strings and converted in the store, so the
 //! domain types carry no sea-orm derives.
 
+pub mod health_probe;
 pub mod host;
 pub mod instance_step;
 pub mod notification;
