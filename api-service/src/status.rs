@@ -1,20 +1,20 @@
-//! The status rules: the notification and vmove state machines, and the one
-//! function that decides a notification's final status from its vmoves.
-//!
-//! Every status change in the API goes through [`NotificationStatus::on`] or
-//! [`VMoveRecord::apply`]; illegal transitions are rejected here and nowhere
-//! else. [`resolve_final_status`] is the only place that picks a terminal
-//! status, and it upholds the invariants of the design brief:
+//! The state machines of notifications and vmoves: which status changes
+//! are legal. Every status change in the API goes through
+//! [`Transition::on`] (a notification) or [`VMoveRecord::apply`] (a vmove);
+//! illegal transitions are rejected here and nowhere else. Which change
+//! applies when — a run's end, a retry, expiry, an operator's reopening —
+//! is the run lifecycle's to decide (`crate::lifecycle`), and only its
+//! resolution picks a final status, upholding the invariants of the design
+//! brief:
 //!
 //! * a notification is `finished` only if every vmove is `succeeded` or
 //!   `ignored`;
 //! * a terminal notification has no vmove `pending` or `ongoing`, and every
 //!   failed vmove has an end time and a message;
-//! * an instance without a result, or failed for a passing reason, is
-//!   retried within the retry window; before any final verdict on such
-//!   instances, their truth is read from Nova by a reconcile run, and an
-//!   instance Nova has moved and settled is `succeeded` whatever the engine
-//!   saw.
+//! * before any final verdict on instances without a result or failed for
+//!   a passing reason, their truth is read from Nova by a reconcile run,
+//!   and an instance Nova has moved and settled is `succeeded` whatever the
+//!   engine saw.
 
 pub mod ledger;
 

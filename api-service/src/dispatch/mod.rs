@@ -1,11 +1,11 @@
 //! The dispatcher: decides which notifications run, claims each with a
 //! compare-and-set (so exactly one replica runs it, one per host at a
-//! time), runs it over the engine link ([`run`]), and schedules what
+//! time), runs it over the engine link (`run`), and schedules what
 //! follows: retries with backoff within the retry window, the reconcile
 //! run before a final verdict, the release of locks an ended notification
 //! still holds, take-over of runs lost with a stopped replica, expiry of
 //! too old notifications. It works through the service layer ([`Api`]),
-//! which persists and publishes; generated protobuf types stay in [`link`].
+//! which persists and publishes; generated protobuf types stay in `link`.
 
 mod link;
 mod readiness;

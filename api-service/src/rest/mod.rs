@@ -3,16 +3,16 @@
 //! masakari-monitors, python-masakariclient, openstacksdk's `instance_ha`
 //! proxy and scripts keep working pointed at instanceha-api.
 //!
-//! * [`version`]: microversion negotiation and the version documents.
-//! * [`call`]: what every request carries (version, token, project).
-//! * [`body`], [`query`]: reading request bodies and query strings the way
+//! * `version`: microversion negotiation and the version documents.
+//! * `call`: what every request carries (version, token, project).
+//! * `body`, `query`: reading request bodies and query strings the way
 //!   Masakari's schemas and controllers do.
-//! * [`listing`]: Masakari's `sort_key`/`sort_dir`/`limit`/`marker`.
-//! * [`convert`]: domain types to and from Masakari's JSON shapes.
-//! * [`error`]: the one mapping of errors to Masakari's status codes and
+//! * `listing`: Masakari's `sort_key`/`sort_dir`/`limit`/`marker`.
+//! * `convert`: domain types to and from Masakari's JSON shapes.
+//! * `error`: the one mapping of errors to Masakari's status codes and
 //!   fault bodies.
-//! * [`segments`], [`hosts`], [`notifications`], [`vmoves`]: thin handlers.
-//! * [`limit`]: the per-client rate (shared with gRPC) and the timeout.
+//! * `segments`, `hosts`, `notifications`, `vmoves`: thin handlers.
+//! * `limit`: the per-client rate (shared with gRPC) and the timeout.
 //!
 //! `/healthcheck` answers load balancers as Masakari's does.
 

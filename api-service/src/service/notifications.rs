@@ -68,7 +68,7 @@ fn take_clock_skew(
 
 /// A report's `generated_time` must be a time a monitor can have seen: not
 /// before 1970 (nor storable on every backend). One too far in the future
-/// is taken at its received time instead ([`take_clock_skew`]).
+/// is taken at its received time instead (`take_clock_skew`).
 fn check_generated_time(generated: DateTime<Utc>) -> Result<(), InvalidField> {
     if generated < DateTime::<Utc>::UNIX_EPOCH {
         return Err(InvalidField::new(
@@ -104,7 +104,7 @@ fn check_report_age(
 
 impl Api {
     /// Validates and stores a failure report (with the reports arriving at
-    /// the same time: see [`super::intake`]). A retried request with the
+    /// the same time: see the `intake` module). A retried request with the
     /// idempotency key of an earlier one returns that earlier notification.
     #[tracing::instrument(skip_all, fields(hostname = %new.hostname, notification_type = %new.notification_type))]
     pub async fn create_notification(

@@ -142,9 +142,14 @@ impl Store {
         }
         match super::connect(&self.settings).await {
             Ok(fresh) => {
-                let old = std::mem::replace(&mut *self.db.write().expect("the pool lock"), fresh);
+                // The old pool is dropped, not closed: a call still using
+                // it finishes, and its connection (with whatever it holds
+                // open) is closed when the last user lets go.
+                drop(std::mem::replace(
+                    &mut *self.db.write().expect("the pool lock"),
+                    fresh,
+                ));
                 tracing::warn!("a write transaction failed: the database connection is replaced");
-                let _ = old.close().await;
             }
             Err(e) => {
                 // Tried again before the next transaction.

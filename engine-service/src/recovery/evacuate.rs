@@ -116,33 +116,70 @@ impl Run {
             }
             other => other,
         };
-        if locked_by_us {
-            // Runs even when cancelled: never leave an instance locked.
-            self.reporter.step(&id, "unlock", "unlocking the instance");
-            if let Err(e) = self.openstack().unlock(&id).await {
-                // The lock stays recorded as held; the API releases it as
-                // soon as Nova answers.
-                let unlock = StepFailure::new("unlock", e);
-                return Ok(match outcome {
-                    Ok(InstanceResult::Succeeded { dest_host, note }) => {
-                        InstanceResult::Succeeded {
-                            note: Some(join_notes(note, format!("left locked for now: {unlock}"))),
-                            dest_host,
-                        }
-                    }
-                    Ok(InstanceResult::Failed { message, retryable }) => InstanceResult::Failed {
-                        message: format!("{message}; and it stays locked for now: {unlock}"),
-                        retryable,
-                    },
-                    Ok(InstanceResult::Ignored { message }) => InstanceResult::Ignored {
-                        message: format!("{message}; and it stays locked for now: {unlock}"),
-                    },
-                    Err(Cancelled) => return Err(Cancelled),
-                });
-            }
-            self.reporter.lock_changed(&id, false);
+        if !locked_by_us {
+            return outcome;
         }
+        if outcome == Err(Cancelled) && self.evacuation_in_flight(&id).await {
+            // The run was cancelled (the API stopped or went away) while
+            // Nova evacuates the instance: the lock stays with the
+            // notification, recorded as held, until its instance settles;
+            // the next run follows the evacuation and lets go then.
+            tracing::info!(instance_id = %id, "run cancelled mid-evacuation; the instance stays locked");
+            return outcome;
+        }
+        self.let_go(&id, outcome).await
+    }
+
+    /// Unlocks the instance this notification locked, whatever the outcome
+    /// (never leave an instance locked); an unlock that fails is said, and
+    /// the lock stays recorded as held, released as soon as Nova answers.
+    async fn let_go(
+        &self,
+        id: &str,
+        outcome: Result<InstanceResult, Cancelled>,
+    ) -> Result<InstanceResult, Cancelled> {
+        self.reporter.step(id, "unlock", "unlocking the instance");
+        if let Err(e) = self.openstack().unlock(id).await {
+            let unlock = StepFailure::new("unlock", e);
+            return Ok(match outcome {
+                Ok(InstanceResult::Succeeded { dest_host, note }) => InstanceResult::Succeeded {
+                    note: Some(join_notes(note, format!("left locked for now: {unlock}"))),
+                    dest_host,
+                },
+                Ok(InstanceResult::Failed { message, retryable }) => InstanceResult::Failed {
+                    message: format!("{message}; and it stays locked for now: {unlock}"),
+                    retryable,
+                },
+                Ok(InstanceResult::Ignored { message }) => InstanceResult::Ignored {
+                    message: format!("{message}; and it stays locked for now: {unlock}"),
+                },
+                Err(Cancelled) => return Err(Cancelled),
+            });
+        }
+        self.reporter.lock_changed(id, false);
         outcome
+    }
+
+    /// Whether Nova may still be evacuating the instance away from the
+    /// failed host: its task is a rebuild, or its newest evacuation from
+    /// the host has not ended. Records that cannot be read count as yes
+    /// (the lock is kept, and released later).
+    pub(super) async fn evacuation_in_flight(&self, id: &str) -> bool {
+        let openstack = self.openstack();
+        let server = match openstack.server(id).await {
+            Ok(server) => server,
+            Err(e) => return !e.is_not_found(),
+        };
+        if evacuation::rebuilding(&server) {
+            return true;
+        }
+        match openstack.evacuations_of(id).await {
+            Ok(migrations) => migrations
+                .iter()
+                .find(|m| m.source_compute.as_deref() == Some(self.request.hostname.as_str()))
+                .is_some_and(evacuation::in_flight),
+            Err(_) => true,
+        }
     }
 
     /// The host an instance settled on away from the failed host (active or

@@ -218,6 +218,10 @@ impl Run {
                 if !self.locked_by_us(&server) {
                     // Released meanwhile (or never ours): nothing is held.
                     self.reporter.lock_changed(id, false);
+                } else if self.evacuation_in_flight(id).await {
+                    // The lock stays with the notification until the
+                    // instance settles: released by a later run.
+                    tracing::info!(instance_id = %id, "lock kept: nova is still evacuating the instance");
                 } else if let Err(failure) = self.unlock_if_ours(id, &server).await {
                     tracing::warn!(instance_id = %id, reason = %failure, "lock not released yet");
                 }
