@@ -15,7 +15,7 @@ const TABLE: &str = "
   114 agent/tests/it/partition.rs::the_majority_fences_and_reports_the_isolated_member_which_does_nothing  one test scenario told start to end
   112 api-service/src/server.rs::run  the API's start-up in one sequence
   228 api-service/src/status/ledger.rs::apply  one match over every run event the ledger applies
-  212 api-service/tests/it/auth.rs::codes  a table: every RPC and its required role
+  212 api-service/tests/it/auth/mod.rs::codes  a table: every RPC and its required role
   327 api-service/tests/it/bad_input.rs::bad_requests_name_the_field_and_change_nothing  a table of bad requests and the field each names
    92 api-service/tests/it/limits.rs::an_anonymous_flood_from_one_address_does_not_refuse_an_agents_reports  one test scenario told start to end
  1113 api-service/tests/it/props/engine_stream.rs  the engine-stream property test: model, generators and checks
@@ -54,10 +54,7 @@ const TABLE: &str = "
   102 conformance/tests/it/sim_vs_real.rs::on_real  one test scenario told start to end
   135 conformance/tests/it/sim_vs_real.rs::on_sim  one test scenario told start to end
   104 engine-service/src/main.rs::main  the engine's start-up in one sequence
-  970 engine-service/src/recovery/evacuate.rs  the per-instance evacuation workflow and its waits
-   85 engine-service/src/recovery/evacuate.rs::evacuate_instance  one instance's evacuation steps
   170 engine-service/src/recovery/evacuate.rs::evacuate_locked  the evacuation of a locked instance, step by step
-   81 engine-service/src/recovery/evacuate.rs::request_evacuation  the evacuation request and its outcomes
   681 engine-service/src/recovery/host.rs  the host-failure workflow
   101 engine-service/src/recovery/host.rs::evacuate_all  the evacuations of a host and their limits
   206 engine-service/src/recovery/host.rs::host_failure_steps  the host-failure workflow, step by step

@@ -344,34 +344,8 @@ impl Run {
             });
         }
 
-        if preparation.reset_to_error {
-            self.reporter.step(
-                id,
-                "prepare",
-                format!(
-                    "resetting from {} (task {}) to error so that Nova accepts the evacuation",
-                    server.vm_state(),
-                    server.task_state.as_deref().unwrap_or("none")
-                ),
-            );
-            if let Err(e) = self
-                .or_cancel(self.openstack().reset_state(id, "error"))
-                .await?
-            {
-                return Ok(failed(StepFailure::new("prepare", e)));
-            }
-        }
-
-        if fenced
-            && self.settings().clear_blocking_volume_attachments
-            && !server.volumes_attached.is_empty()
-            && self.block_storage().await?
-        {
-            self.reporter
-                .step(id, "volumes", "checking the volumes' attachments");
-            if let Err(failure) = self.clear_blocking_volumes(id, server).await? {
-                return Ok(failed(failure));
-            }
+        if let Err(failure) = self.make_ready(id, server, preparation, fenced).await? {
+            return Ok(failed(failure));
         }
 
         let mut failures: Vec<String> = Vec::new();
@@ -462,6 +436,45 @@ impl Run {
             "no target left: {}",
             failures.join("; ")
         )))
+    }
+
+    /// Before the first request: the instance's state reset where Nova
+    /// would refuse to evacuate it, and, for a fenced host, the volume
+    /// attachments that would block it cleared.
+    async fn make_ready(
+        &self,
+        id: &str,
+        server: &Server,
+        preparation: evacuation::Preparation,
+        fenced: bool,
+    ) -> Result<Result<(), StepFailure>, Cancelled> {
+        if preparation.reset_to_error {
+            self.reporter.step(
+                id,
+                "prepare",
+                format!(
+                    "resetting from {} (task {}) to error so that Nova accepts the evacuation",
+                    server.vm_state(),
+                    server.task_state.as_deref().unwrap_or("none")
+                ),
+            );
+            if let Err(e) = self
+                .or_cancel(self.openstack().reset_state(id, "error"))
+                .await?
+            {
+                return Ok(Err(StepFailure::new("prepare", e)));
+            }
+        }
+        if fenced
+            && self.settings().clear_blocking_volume_attachments
+            && !server.volumes_attached.is_empty()
+            && self.block_storage().await?
+        {
+            self.reporter
+                .step(id, "volumes", "checking the volumes' attachments");
+            return self.clear_blocking_volumes(id, server).await;
+        }
+        Ok(Ok(()))
     }
 
     /// Whether Nova shows `id` settled, with no task, on the failed host

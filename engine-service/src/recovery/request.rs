@@ -22,25 +22,7 @@ impl Run {
         follower: &mut MigrationFollower,
     ) -> Step<Option<String>> {
         const STEP: &str = "evacuate";
-        // What existed before this request is not its migration. If the
-        // migrations cannot be read, the server alone will tell.
-        // The first request uses what the host's watch read before the
-        // run; a request to a next target first reads what the earlier one
-        // left.
-        let before = match follower.take_unused_baseline() {
-            Some(before) => before,
-            None => {
-                let before = match self.or_cancel(self.openstack().evacuations_of(id)).await? {
-                    Ok(migrations) => self.newest_from_source(&migrations).map(|m| m.id),
-                    Err(e) => {
-                        tracing::warn!(instance_id = %id, error = %e, "cannot read earlier evacuations");
-                        None
-                    }
-                };
-                follower.set_baseline(before);
-                before
-            }
-        };
+        let before = self.baseline(id, follower).await?;
         // An unknown outcome is asked again only after Nova's records show
         // no evacuation, within the outage tolerance.
         let policy = self.openstack().settings().retry.clone();
@@ -95,6 +77,30 @@ impl Run {
                 _ => return Ok(Err(StepFailure::new(STEP, error))),
             }
         }
+    }
+
+    /// The newest evacuation away from the source before this request:
+    /// what existed before it is not its migration. The first request uses
+    /// what the host's watch read before the run; a request to a next
+    /// target first reads what the earlier one left. If the migrations
+    /// cannot be read, the server alone will tell.
+    async fn baseline(
+        &self,
+        id: &str,
+        follower: &mut MigrationFollower,
+    ) -> Result<Option<i64>, Cancelled> {
+        if let Some(before) = follower.take_unused_baseline() {
+            return Ok(before);
+        }
+        let before = match self.or_cancel(self.openstack().evacuations_of(id)).await? {
+            Ok(migrations) => self.newest_from_source(&migrations).map(|m| m.id),
+            Err(e) => {
+                tracing::warn!(instance_id = %id, error = %e, "cannot read earlier evacuations");
+                None
+            }
+        };
+        follower.set_baseline(before);
+        Ok(before)
     }
 
     /// Whether Nova shows an evacuation of `id` newer than `before` or a
