@@ -16,7 +16,7 @@
 //! * the open-file limit is raised to its hard limit at start
 //!   ([`raise_open_file_limit`]).
 //!
-//! The decisions ([`Counts::admit`], [`Deadline::next`]) are pure; the
+//! The decisions (`Counts::admit`, `Deadline::next`) are pure; the
 //! I/O around them is the accepting task and [`Tracked`], the stream that
 //! counts itself out when dropped.
 

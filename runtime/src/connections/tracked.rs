@@ -80,7 +80,7 @@ impl Deadline {
 }
 
 /// A connection counted in the budget: closed (its reads fail) at its
-/// [`Deadline`], counted out when dropped.
+/// `Deadline`, counted out when dropped.
 #[derive(Debug)]
 pub struct Tracked<IO> {
     pub(super) io: IO,
