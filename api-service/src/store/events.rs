@@ -118,7 +118,7 @@ impl Store {
         let kind = state.check_run(run_id)?;
         let sequence = state.run.as_ref().map_or(0, |run| run.sequence);
         let rows = self
-            .mentioned_vmoves(&*txn, id, RunLedger::mentioned(events, sequence))
+            .mentioned_vmoves(&txn, id, RunLedger::mentioned(events, sequence))
             .await?;
         let known = rows
             .iter()
@@ -127,7 +127,7 @@ impl Store {
         let mut ledger = RunLedger::new(
             run_id.clone(),
             sequence,
-            last_progress(&*txn, id).await?,
+            last_progress(&txn, id).await?,
             known,
         );
         ledger = match kind {
@@ -141,7 +141,7 @@ impl Store {
 
         let at = self.now();
         let mut changed = self
-            .insert_planned(&*txn, id, &ledger, &decided.created, at)
+            .insert_planned(&txn, id, &ledger, &decided.created, at)
             .await?;
         for instance in &decided.updated {
             let (Some(row), Some(v)) = (rows.get(instance), ledger.vmove(instance.as_str())) else {
@@ -149,7 +149,7 @@ impl Store {
             };
             changed.push(
                 self.save_vmove(
-                    &*txn,
+                    &txn,
                     row,
                     &v.record,
                     v.step.as_ref(),
@@ -159,9 +159,9 @@ impl Store {
                 .await?,
             );
         }
-        insert_progress(&*txn, id, &decided.progress).await?;
-        let steps = insert_steps(&*txn, id, state.attempts.max(1), &decided.steps).await?;
-        apply_host_changes(&*txn, id, &decided.hosts, at).await?;
+        insert_progress(&txn, id, &decided.progress).await?;
+        let steps = insert_steps(&txn, id, state.attempts.max(1), &decided.steps).await?;
+        apply_host_changes(&txn, id, &decided.hosts, at).await?;
         let next = state.events_applied(run_id, decided.sequence, at, lease)?;
         write_state(&*txn, &row, &next, at).await?;
         txn.commit().await?;

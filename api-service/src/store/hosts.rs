@@ -155,7 +155,7 @@ impl Store {
             .update(&*txn)
             .await
             .map_err(|e| Error::unique(e, name_taken(&name)))?;
-        txn.commit().await.map_err(Error::from)?;
+        txn.commit().await?;
         Ok(to_host(row)?)
     }
 
@@ -197,7 +197,7 @@ impl Store {
         let unfinished = unfinished_in_segment(&*txn, current.segment_id).await?;
         guard(&current, &unfinished)?;
         row.delete(&*txn).await.map_err(Error::from)?;
-        txn.commit().await.map_err(Error::from)?;
+        txn.commit().await?;
         Ok(())
     }
 

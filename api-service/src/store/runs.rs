@@ -389,7 +389,7 @@ impl Store {
             let mut record = to_record(&v)?;
             record.apply(change.event)?;
             changed.push(
-                self.save_vmove(&*txn, &v, &record, change.step.as_ref(), None, at)
+                self.save_vmove(&txn, &v, &record, change.step.as_ref(), None, at)
                     .await?,
             );
         }

@@ -135,7 +135,7 @@ impl Store {
             .update(&*txn)
             .await
             .map_err(|e| Error::unique(e, name_taken(&name)))?;
-        txn.commit().await.map_err(Error::from)?;
+        txn.commit().await?;
         Ok(to_segment(row)?)
     }
 
@@ -162,7 +162,7 @@ impl Store {
             .await
             .map_err(Error::from)?;
         row.delete(&*txn).await.map_err(Error::from)?;
-        txn.commit().await.map_err(Error::from)?;
+        txn.commit().await?;
         Ok(())
     }
 }
