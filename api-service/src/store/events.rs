@@ -148,15 +148,8 @@ impl Store {
                 continue;
             };
             changed.push(
-                self.save_vmove(
-                    &txn,
-                    row,
-                    &v.record,
-                    v.step.as_ref(),
-                    Some(v.lock_held),
-                    at,
-                )
-                .await?,
+                self.save_vmove(&txn, row, &v.record, v.step.as_ref(), Some(v.lock_held), at)
+                    .await?,
             );
         }
         insert_progress(&txn, id, &decided.progress).await?;
