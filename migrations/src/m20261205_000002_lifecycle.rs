@@ -1,6 +1,7 @@
 //! What the run lifecycle and the console need to remember: when a
 //! notification ended (a report generated after that is a new incident,
-//! never its duplicate), why a host is held out of service (a flapping
+//! never its duplicate), what the intake noted of it (a flapping host, a
+//! monitor's clock ahead) for every message after, why a host is held out of service (a flapping
 //! host stays on maintenance until an operator clears it), and each
 //! instance's steps as the engine reported them (its timeline).
 //!
@@ -18,6 +19,7 @@ enum Notifications {
     Table,
     Uuid,
     EndedAt,
+    Note,
 }
 
 #[derive(DeriveIden)]
@@ -75,6 +77,14 @@ impl MigrationTrait for Migration {
         manager
             .alter_table(
                 Table::alter()
+                    .table(Notifications::Table)
+                    .add_column(text_null(Notifications::Note))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .alter_table(
+                Table::alter()
                     .table(Hosts::Table)
                     .add_column(text_null(Hosts::HeldReason))
                     .to_owned(),
@@ -122,6 +132,14 @@ impl MigrationTrait for Migration {
                 Table::alter()
                     .table(Hosts::Table)
                     .drop_column(Hosts::HeldReason)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Notifications::Table)
+                    .drop_column(Notifications::Note)
                     .to_owned(),
             )
             .await?;

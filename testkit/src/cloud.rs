@@ -238,6 +238,58 @@ impl Cloud {
         (n, vmoves)
     }
 
+    /// Brings a repaired `host` back into service as an operator does:
+    /// powered on, its nova-compute forced up and enabled once Nova takes
+    /// it (a host that was evacuated must first start and complete its
+    /// evacuations), and taken off maintenance in instance-ha.
+    pub async fn return_host(&mut self, host: &str, within: Duration) {
+        use openstack_client::OpenStack;
+        use openstack_client::nova::ServiceUpdate;
+        self.sim.power_on(host).unwrap();
+        let settings = engine_settings(&self.sim, "127.0.0.1:0".parse().unwrap());
+        let (credentials, service, client) = settings
+            .openstack_client(&Default::default())
+            .expect("the simulator's credentials");
+        let openstack = OpenStack::new(credentials, service, client).expect("a client");
+        let every = Duration::from_millis(50);
+        eventually(&format!("{host} back in nova"), within, every, || async {
+            let Ok(Some(service)) = openstack.compute_service(host).await else {
+                return Err("no service yet".to_owned());
+            };
+            let update = ServiceUpdate {
+                forced_down: Some(false),
+                enabled: Some(true),
+                ..ServiceUpdate::default()
+            };
+            match openstack.update_service(&service, &update).await {
+                Ok(s) if s.state == "up" && s.status == "enabled" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        let id = self
+            .hosts
+            .list_hosts(pb::ListHostsRequest {
+                name: Some(host.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .hosts
+            .pop()
+            .expect("a registered host")
+            .id;
+        self.hosts
+            .update_host(pb::UpdateHostRequest {
+                id,
+                on_maintenance: Some(false),
+                ..Default::default()
+            })
+            .await
+            .expect("a host whose notifications ended is taken off maintenance");
+    }
+
     /// (Through a clone of the client, as [`Cloud::notification`].)
     pub async fn vmoves(&self, notification: &str) -> Vec<pb::Vmove> {
         self.vmoves

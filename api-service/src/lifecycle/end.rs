@@ -99,7 +99,10 @@ impl RunState {
         let release_at = (!held.is_empty()).then_some(now);
         let state = Self {
             status,
-            message: Some(messages::with_locks_held(&message, held)),
+            message: Some(messages::with_note(
+                &messages::with_locks_held(&message, held),
+                self.note.as_deref(),
+            )),
             run: None,
             next_kind,
             next_attempt_at: next_at,

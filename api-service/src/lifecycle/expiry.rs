@@ -80,7 +80,10 @@ impl RunState {
         Some(Ended {
             state: Self {
                 status: failed,
-                message: Some(messages::with_locks_held(&reason, held)),
+                message: Some(messages::with_note(
+                    &messages::with_locks_held(&reason, held),
+                    self.note.as_deref(),
+                )),
                 run: None,
                 next_kind: None,
                 next_attempt_at: None,

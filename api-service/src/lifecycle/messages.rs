@@ -24,6 +24,14 @@ pub fn queued_behind(
     )
 }
 
+/// `message` and what the intake noted, once.
+pub fn with_note(message: &str, note: Option<&str>) -> String {
+    match note {
+        Some(note) if !message.contains(note) => format!("{message}; {note}"),
+        _ => message.to_owned(),
+    }
+}
+
 /// The clause a notification's message ends with while it holds locks.
 const LOCKS_HELD: &str = " instance(s) still locked by this notification, released as soon as nova answers and their evacuations have settled: ";
 /// How many of the instances still locked a message names.

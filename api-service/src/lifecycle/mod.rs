@@ -105,6 +105,9 @@ pub struct RunState {
     /// then.
     pub lock_release_at: Option<DateTime<Utc>>,
     pub message: Option<String>,
+    /// What the intake noted (a flapping host, a monitor's clock ahead):
+    /// every message the lifecycle writes keeps saying it.
+    pub note: Option<String>,
     /// When it reached a terminal status.
     pub ended_at: Option<DateTime<Utc>>,
 }
@@ -147,6 +150,7 @@ impl RunState {
             retry_until: None,
             lock_release_at: None,
             message,
+            note: None,
             ended_at: None,
         }
     }

@@ -102,11 +102,11 @@ impl Store {
         mut decide: impl FnMut(usize, &IntakeFacts) -> Result<Admitted, E>,
     ) -> Result<Vec<Intake<E>>> {
         let txn = self.begin_write().await?;
-        let locked = lock_hosts(&*txn, batch).await?;
+        let locked = lock_hosts(&txn, batch).await?;
         // After the host locks: a report sent twice at once with one key
         // takes the same host lock, so the second batch reads the first's
         // row here (READ COMMITTED) instead of taking it for a duplicate.
-        let mut by_key = used_keys::<E>(&*txn, batch).await?;
+        let mut by_key = used_keys::<E>(&txn, batch).await?;
         let mut earlier = earlier_reports(&*txn, batch, &locked.hosts, windows).await?;
 
         let at = self.now();
@@ -164,8 +164,8 @@ impl Store {
                 },
             );
         }
-        hold_hosts(&*txn, &holds, at).await?;
-        let stored = insert(&*txn, &slots, rows).await?;
+        hold_hosts(&txn, &holds, at).await?;
+        let stored = insert(&txn, &slots, rows).await?;
         txn.commit().await?;
         read_back(slots, &stored)
     }
@@ -389,6 +389,12 @@ fn new_row(
         retry_until: None,
         lock_release_at: None,
         ended_at: status.is_terminal().then_some(at),
+        note: match &admitted.verdict {
+            crate::status::IntakeVerdict::AcceptNoted { note } => Some(note.clone()),
+            crate::status::IntakeVerdict::Accept | crate::status::IntakeVerdict::Ignore { .. } => {
+                None
+            }
+        },
         trace_context: new.trace_context.clone(),
         created_at: at,
         updated_at: at,

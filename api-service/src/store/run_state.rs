@@ -52,6 +52,7 @@ pub(super) fn run_state(row: &notification::Model) -> Result<RunState> {
         retry_until: row.retry_until,
         lock_release_at: row.lock_release_at,
         message: row.message.clone(),
+        note: row.note.clone(),
         ended_at: row.ended_at,
     })
 }

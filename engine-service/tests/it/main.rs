@@ -8,6 +8,7 @@ mod lost_work;
 mod outage_matrix;
 mod process_and_vm;
 mod process_faults;
+mod repeated;
 mod resilience;
 mod restarts;
 mod security;

@@ -34,6 +34,9 @@ pub struct Model {
     pub lock_release_at: Option<DateTimeUtc>,
     /// When it reached a terminal status.
     pub ended_at: Option<DateTimeUtc>,
+    /// What the intake noted (a flapping host, a clock ahead), said in
+    /// every message after.
+    pub note: Option<String>,
     /// W3C `traceparent` of the request that created it.
     pub trace_context: Option<String>,
     pub created_at: DateTimeUtc,
