@@ -78,17 +78,9 @@ impl Agent {
             .run(shutdown.clone()),
         ));
 
-        let mut devices = BTreeMap::new();
-        for (host, config) in &settings.fencing.devices {
-            let device = Device::new(host, config).map_err(|source| Error::Fence {
-                host: host.clone(),
-                source,
-            })?;
-            devices.insert(host.clone(), device);
-        }
         let context = Context {
             me: me.clone(),
-            devices: Arc::new(devices),
+            devices: Arc::new(fence_devices(&settings)?),
             fencing: settings.fencing.clone(),
             spool: spool.clone(),
             metrics: metrics.clone(),
@@ -97,53 +89,7 @@ impl Agent {
         match settings.host.driver {
             HostDriver::None => {}
             HostDriver::Heartbeat => {
-                let hb = &settings.host.heartbeat;
-                let peers = match hb.peers.is_empty() {
-                    false => hb
-                        .peers
-                        .iter()
-                        .map(|p| PeerAddresses {
-                            name: p.name.clone(),
-                            primary: p.address.clone(),
-                            second: p.second_address.clone(),
-                        })
-                        .collect(),
-                    true => {
-                        peers_from_api(&client, &hb.segment, &me, hb.peer_port, &shutdown).await
-                    }
-                };
-                let membership = Membership::new(
-                    &me,
-                    &hb.segment,
-                    &crate::host::membership::incarnation(chrono::Utc::now()),
-                    peers.iter().map(|p| p.name.clone()),
-                    settings.host.detect_after,
-                );
-                tracing::info!(peers = ?peers.iter().map(|p| &p.name).collect::<Vec<_>>(), detect_after = ?settings.host.detect_after, "heartbeat membership");
-                let key = crate::credentials::read("host.heartbeat.key", &hb.key)?;
-                if key.is_none() {
-                    tracing::error!(
-                        "host.heartbeat.insecure_unsigned: heartbeats are not signed, anyone who can send UDP to this agent can vote a host failed or keep a dead one alive"
-                    );
-                }
-                let state_file = hb
-                    .state_file
-                    .clone()
-                    .unwrap_or_else(|| settings.spool.path.with_file_name("heartbeats.json"));
-                let listen = hb.listen.ok_or_else(|| crate::config::Error::Invalid {
-                    setting: "host.heartbeat.listen".to_owned(),
-                    message: "must be set".to_owned(),
-                })?;
-                let detector = HeartbeatDetector::bind(
-                    membership,
-                    listen,
-                    hb.second_listen,
-                    peers,
-                    hb.interval,
-                    key,
-                    ReplayGuard::new(hb.max_clock_skew, Some(state_file)),
-                )
-                .await?;
+                let detector = heartbeat_detector(&settings, &client, &me, &shutdown).await?;
                 heartbeat_addrs = detector.local_addrs();
                 tasks.push(tokio::spawn(host::run(detector, context, shutdown.clone())));
             }
@@ -257,4 +203,72 @@ async fn peers_from_api(
             }
         }
     }
+}
+
+/// The fencing devices of the settings, one per host.
+fn fence_devices(settings: &Settings) -> Result<BTreeMap<String, Device>, Error> {
+    let mut devices = BTreeMap::new();
+    for (host, config) in &settings.fencing.devices {
+        let device = Device::new(host, config).map_err(|source| Error::Fence {
+            host: host.clone(),
+            source,
+        })?;
+        devices.insert(host.clone(), device);
+    }
+    Ok(devices)
+}
+
+/// The heartbeat detector: its peers (from the settings or the API), its
+/// membership, key and replay guard, bound to its addresses.
+async fn heartbeat_detector(
+    settings: &Settings,
+    client: &ApiClient,
+    me: &str,
+    shutdown: &CancellationToken,
+) -> Result<HeartbeatDetector, Error> {
+    let hb = &settings.host.heartbeat;
+    let peers = match hb.peers.is_empty() {
+        false => hb
+            .peers
+            .iter()
+            .map(|p| PeerAddresses {
+                name: p.name.clone(),
+                primary: p.address.clone(),
+                second: p.second_address.clone(),
+            })
+            .collect(),
+        true => peers_from_api(client, &hb.segment, me, hb.peer_port, shutdown).await,
+    };
+    let membership = Membership::new(
+        me,
+        &hb.segment,
+        &crate::host::membership::incarnation(chrono::Utc::now()),
+        peers.iter().map(|p| p.name.clone()),
+        settings.host.detect_after,
+    );
+    tracing::info!(peers = ?peers.iter().map(|p| &p.name).collect::<Vec<_>>(), detect_after = ?settings.host.detect_after, "heartbeat membership");
+    let key = crate::credentials::read("host.heartbeat.key", &hb.key)?;
+    if key.is_none() {
+        tracing::error!(
+            "host.heartbeat.insecure_unsigned: heartbeats are not signed, anyone who can send UDP to this agent can vote a host failed or keep a dead one alive"
+        );
+    }
+    let state_file = hb
+        .state_file
+        .clone()
+        .unwrap_or_else(|| settings.spool.path.with_file_name("heartbeats.json"));
+    let listen = hb.listen.ok_or_else(|| crate::config::Error::Invalid {
+        setting: "host.heartbeat.listen".to_owned(),
+        message: "must be set".to_owned(),
+    })?;
+    Ok(HeartbeatDetector::bind(
+        membership,
+        listen,
+        hb.second_listen,
+        peers,
+        hb.interval,
+        key,
+        ReplayGuard::new(hb.max_clock_skew, Some(state_file)),
+    )
+    .await?)
 }

@@ -5,12 +5,14 @@
 //! are never settings themselves: settings name the file or the
 //! environment variable that holds them.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod fencing;
 mod heartbeat;
 
+use fencing::validate_fencing;
+pub use fencing::{FenceDevice, FenceDevices, FencingSettings};
 use heartbeat::validate_heartbeat;
 pub use heartbeat::{HeartbeatSettings, PeerSettings};
 
@@ -199,33 +201,6 @@ impl Default for KubernetesSettings {
     }
 }
 
-/// `[fencing]`: how to power each host off.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct FencingSettings {
-    /// How long to wait for a host to be confirmed off.
-    #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
-    /// How often to read its power state meanwhile.
-    #[serde(with = "humantime_serde")]
-    pub poll_interval: Duration,
-    /// The fencing device of each host, by host name.
-    pub devices: FenceDevices,
-}
-
-impl Default for FencingSettings {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(60),
-            poll_interval: Duration::from_millis(500),
-            devices: BTreeMap::new(),
-        }
-    }
-}
-
-/// Fencing devices by host name.
-pub type FenceDevices = BTreeMap<String, FenceDevice>;
-
 /// Where a credential comes from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -234,59 +209,6 @@ pub struct CredentialSource {
     pub file: Option<PathBuf>,
     /// An environment variable holding it.
     pub env: Option<String>,
-}
-
-/// One host's fencing device.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "driver", rename_all = "lowercase", deny_unknown_fields)]
-pub enum FenceDevice {
-    /// A Redfish BMC: `ComputerSystem.Reset` with `ForceOff`, then
-    /// `PowerState` read until `Off`.
-    Redfish {
-        /// `https://BMC` (the service root is `/redfish/v1`).
-        url: String,
-        /// The system's id under `/redfish/v1/Systems/` (default: the only
-        /// member).
-        #[serde(default)]
-        system: Option<String>,
-        #[serde(default)]
-        username: Option<String>,
-        #[serde(default)]
-        password: CredentialSource,
-        /// A PEM CA bundle for the BMC's certificate.
-        #[serde(default)]
-        ca_file: Option<PathBuf>,
-        /// Accept any certificate (self-signed BMCs); off by default.
-        #[serde(default)]
-        insecure: bool,
-    },
-    /// An IPMI BMC through `ipmitool`: `chassis power off`, then `chassis
-    /// power status` until off.
-    Ipmi {
-        address: String,
-        #[serde(default = "ipmi_port")]
-        port: u16,
-        username: String,
-        #[serde(default)]
-        password: CredentialSource,
-        /// `lanplus` (IPMI 2.0) or `lan`.
-        #[serde(default = "ipmi_interface")]
-        interface: String,
-        #[serde(default = "ipmitool")]
-        ipmitool: String,
-    },
-}
-
-fn ipmi_port() -> u16 {
-    623
-}
-
-fn ipmi_interface() -> String {
-    "lanplus".to_owned()
-}
-
-fn ipmitool() -> String {
-    "ipmitool".to_owned()
 }
 
 /// `[process]`: the process monitor.
@@ -450,38 +372,7 @@ impl Settings {
                 }
             }
         }
-        if self.fencing.timeout.is_zero() || self.fencing.poll_interval.is_zero() {
-            return Err(invalid(
-                "fencing.timeout",
-                "the timeout and poll_interval must be more than 0",
-            ));
-        }
-        for (host, device) in &self.fencing.devices {
-            let setting = format!("fencing.devices.{host}");
-            match device {
-                FenceDevice::Redfish { url, .. } => {
-                    if !(url.starts_with("http://") || url.starts_with("https://")) {
-                        return Err(invalid(
-                            format!("{setting}.url"),
-                            format!("{url:?} is not an http:// or https:// URL"),
-                        ));
-                    }
-                }
-                FenceDevice::Ipmi {
-                    address, interface, ..
-                } => {
-                    if address.is_empty() {
-                        return Err(invalid(format!("{setting}.address"), "must be set"));
-                    }
-                    if !matches!(interface.as_str(), "lan" | "lanplus") {
-                        return Err(invalid(
-                            format!("{setting}.interface"),
-                            format!("{interface:?} is neither lan nor lanplus"),
-                        ));
-                    }
-                }
-            }
-        }
+        validate_fencing(&self.fencing)?;
         if self.process.check_interval.is_zero() {
             return Err(invalid("process.check_interval", "must be more than 0"));
         }

@@ -72,80 +72,109 @@ pub async fn start(
     }
     let mut agents = Vec::new();
     for (host, address) in &addresses {
-        let mut settings = AgentSettings {
-            hostname: Some(host.clone()),
-            api: ApiSettings {
-                url: format!("http://{api}"),
-                token_file: Some(token_file.clone()),
-                ..ApiSettings::default()
-            },
-            ..AgentSettings::default()
-        };
-        settings.spool.path = dir.join(format!("agent-{host}.redb"));
-        settings.spool.retry_initial = Duration::from_millis(200);
-        settings.host.driver = HostDriver::Heartbeat;
-        settings.host.heartbeat = HeartbeatSettings {
-            listen: Some(
-                address
-                    .parse()
-                    .map_err(|e| Error::Demo(format!("{address}: {e}")))?,
-            ),
-            key: instanceha_agent::config::CredentialSource {
-                file: Some(key_file.clone()),
-                env: None,
-            },
-            segment: "demo".to_owned(),
-            peers: addresses
-                .iter()
-                .filter(|(name, _)| name != host)
-                .map(|(name, address)| PeerSettings {
-                    name: name.clone(),
-                    address: address.clone(),
-                    second_address: None,
-                })
-                .collect(),
-            ..HeartbeatSettings::default()
-        };
-        for (name, _) in &addresses {
-            settings.fencing.devices.insert(
-                name.clone(),
-                FenceDevice::Redfish {
-                    url: sim.base_url(),
-                    system: Some(name.clone()),
-                    username: None,
-                    password: Default::default(),
-                    ca_file: None,
-                    insecure: false,
-                },
-            );
-        }
-        settings.fencing.poll_interval = Duration::from_millis(200);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Demo(format!("cannot start a runtime: {e}")))?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        runtime.spawn(async move {
-            match Agent::start(settings).await {
-                Ok(agent) => {
-                    let _ = tx.send(Ok(()));
-                    std::future::pending::<()>().await;
-                    drop(agent);
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e.to_string()));
-                }
-            }
-        });
-        rx.await
-            .map_err(|_| Error::Demo(format!("the agent of {host} did not start")))?
-            .map_err(|e| Error::Demo(format!("the agent of {host} did not start: {e}")))?;
+        let settings = agent_settings(
+            sim,
+            api,
+            (&token_file, &key_file),
+            dir,
+            host,
+            address,
+            &addresses,
+        )?;
+        let runtime = run_agent(host, settings).await?;
         agents.push((host.clone(), runtime));
     }
     // Two heartbeat intervals: every agent hears the others.
     tokio::time::sleep(Duration::from_secs(3)).await;
     Ok(DemoAgents { agents })
+}
+
+/// The settings of `host`'s demo agent: heartbeats with every other host
+/// of `addresses`, fencing through the simulator's Redfish.
+fn agent_settings(
+    sim: &Sim,
+    api: SocketAddr,
+    (token_file, key_file): (&Path, &Path),
+    dir: &Path,
+    host: &str,
+    address: &str,
+    addresses: &[(String, String)],
+) -> Result<AgentSettings, Error> {
+    let mut settings = AgentSettings {
+        hostname: Some(host.to_owned()),
+        api: ApiSettings {
+            url: format!("http://{api}"),
+            token_file: Some(token_file.to_owned()),
+            ..ApiSettings::default()
+        },
+        ..AgentSettings::default()
+    };
+    settings.spool.path = dir.join(format!("agent-{host}.redb"));
+    settings.spool.retry_initial = Duration::from_millis(200);
+    settings.host.driver = HostDriver::Heartbeat;
+    settings.host.heartbeat = HeartbeatSettings {
+        listen: Some(
+            address
+                .parse()
+                .map_err(|e| Error::Demo(format!("{address}: {e}")))?,
+        ),
+        key: instanceha_agent::config::CredentialSource {
+            file: Some(key_file.to_owned()),
+            env: None,
+        },
+        segment: "demo".to_owned(),
+        peers: addresses
+            .iter()
+            .filter(|(name, _)| name != host)
+            .map(|(name, address)| PeerSettings {
+                name: name.clone(),
+                address: address.clone(),
+                second_address: None,
+            })
+            .collect(),
+        ..HeartbeatSettings::default()
+    };
+    for (name, _) in addresses {
+        settings.fencing.devices.insert(
+            name.clone(),
+            FenceDevice::Redfish {
+                url: sim.base_url(),
+                system: Some(name.clone()),
+                username: None,
+                password: Default::default(),
+                ca_file: None,
+                insecure: false,
+            },
+        );
+    }
+    settings.fencing.poll_interval = Duration::from_millis(200);
+    Ok(settings)
+}
+
+/// `host`'s agent on a runtime of its own, once it has started.
+async fn run_agent(host: &str, settings: AgentSettings) -> Result<tokio::runtime::Runtime, Error> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Demo(format!("cannot start a runtime: {e}")))?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    runtime.spawn(async move {
+        match Agent::start(settings).await {
+            Ok(agent) => {
+                let _ = tx.send(Ok(()));
+                std::future::pending::<()>().await;
+                drop(agent);
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e.to_string()));
+            }
+        }
+    });
+    rx.await
+        .map_err(|_| Error::Demo(format!("the agent of {host} did not start")))?
+        .map_err(|e| Error::Demo(format!("the agent of {host} did not start: {e}")))?;
+    Ok(runtime)
 }
 
 impl DemoAgents {

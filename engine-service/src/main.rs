@@ -9,6 +9,7 @@ use clap::Parser;
 use instanceha_engine::config::{Overrides, Settings};
 use instanceha_engine::recovery::Engine;
 use instanceha_engine::server::Server;
+use instanceha_runtime::telemetry::Telemetry;
 use openstack_client::OpenStack;
 
 /// instance-ha's recovery engine: runs host, process and instance recovery
@@ -86,46 +87,7 @@ fn main() -> ExitCode {
             settings.recovery_settings(),
             settings.recovery.max_concurrent_instances_total,
         );
-        let tls = match settings.tls.load("tls") {
-            Ok(tls) => tls,
-            Err(e) => {
-                eprintln!("instanceha-engine: configuration: {e}");
-                return (ExitCode::from(2), Some(telemetry));
-            }
-        };
-        let link_token = match settings.link_token() {
-            Ok(token) => token,
-            Err(e) => {
-                eprintln!("instanceha-engine: {e}");
-                return (ExitCode::from(2), Some(telemetry));
-            }
-        };
-        let server = match Server::bind(settings.listen, engine).await {
-            Ok(server) => server
-                .with_tls(tls)
-                .with_link_token(link_token)
-                .with_connections(&settings.connections)
-                .with_drain_delay(settings.shutdown.drain_delay)
-                .with_token_warm_up(settings.openstack.token_warmup_interval),
-            Err(e) => {
-                eprintln!("instanceha-engine: {e}");
-                return (ExitCode::FAILURE, Some(telemetry));
-            }
-        };
-        if let Some(addr) = settings.telemetry.prometheus_listen
-            && let Err(e) = telemetry.serve_prometheus(addr, server.budget()).await
-        {
-            eprintln!("instanceha-engine: cannot serve metrics on {addr}: {e}");
-            return (ExitCode::FAILURE, Some(telemetry));
-        }
-        println!("instanceha-engine listening on {}", server.local_addr());
-        let code = match server.run(instanceha_runtime::shutdown::signal()).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                tracing::error!(error = %e, "stopped with an error");
-                ExitCode::FAILURE
-            }
-        };
+        let code = serve(&settings, engine, &telemetry).await;
         (code, Some(telemetry))
     });
     let (code, telemetry) = result;
@@ -134,4 +96,49 @@ fn main() -> ExitCode {
         telemetry.shutdown();
     }
     code
+}
+
+/// Serves the Recover stream (and the metrics, when asked) until a signal:
+/// the exit code says how it ended.
+async fn serve(settings: &Settings, engine: Engine, telemetry: &Telemetry) -> ExitCode {
+    let tls = match settings.tls.load("tls") {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("instanceha-engine: configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let link_token = match settings.link_token() {
+        Ok(token) => token,
+        Err(e) => {
+            eprintln!("instanceha-engine: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = match Server::bind(settings.listen, engine).await {
+        Ok(server) => server
+            .with_tls(tls)
+            .with_link_token(link_token)
+            .with_connections(&settings.connections)
+            .with_drain_delay(settings.shutdown.drain_delay)
+            .with_token_warm_up(settings.openstack.token_warmup_interval),
+        Err(e) => {
+            eprintln!("instanceha-engine: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(addr) = settings.telemetry.prometheus_listen
+        && let Err(e) = telemetry.serve_prometheus(addr, server.budget()).await
+    {
+        eprintln!("instanceha-engine: cannot serve metrics on {addr}: {e}");
+        return ExitCode::FAILURE;
+    }
+    println!("instanceha-engine listening on {}", server.local_addr());
+    match server.run(instanceha_runtime::shutdown::signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "stopped with an error");
+            ExitCode::FAILURE
+        }
+    }
 }

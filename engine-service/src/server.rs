@@ -142,24 +142,11 @@ impl Server {
         reporter
             .set_service_status("", ServingStatus::NotServing)
             .await;
-        let openstack_check = tokio::spawn({
-            let reporter = reporter.clone();
-            let openstack = self.engine.openstack().clone();
-            let warm_up = self.warm_up_interval;
-            async move {
-                wait_for_openstack(&openstack).await;
-                reporter
-                    .set_service_status(SERVICE, ServingStatus::Serving)
-                    .await;
-                reporter
-                    .set_service_status("", ServingStatus::Serving)
-                    .await;
-                // Until shutdown aborts this task.
-                if !warm_up.is_zero() {
-                    keep_token_warm(openstack, warm_up).await;
-                }
-            }
-        });
+        let openstack_check = tokio::spawn(serve_once_openstack_answers(
+            reporter.clone(),
+            self.engine.openstack().clone(),
+            self.warm_up_interval,
+        ));
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(instanceha_proto::ENGINE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -168,15 +155,7 @@ impl Server {
             .register_encoded_file_descriptor_set(instanceha_proto::ENGINE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1alpha()?;
-        // Engine concurrency in use, for the metrics.
-        let engine = self.engine.clone();
-        let _in_flight = opentelemetry::global::meter("instanceha-engine")
-            .u64_observable_gauge("instanceha_engine_instances_in_flight")
-            .with_description("Instances being recovered right now, across runs")
-            .with_callback(move |observer| {
-                observer.observe(engine.instances_in_flight() as u64, &[])
-            })
-            .build();
+        let _in_flight = in_flight_gauge(self.engine.clone());
         tracing::info!(%addr, "instanceha-engine listening");
         let mut builder = tonic::transport::Server::builder();
         if let Some(tls) = self.tls {
@@ -215,6 +194,34 @@ impl Server {
 
 /// Logs in and discovers Nova's endpoint (and Cinder's, if the catalog has
 /// one), retrying until it works.
+/// Ready (SERVING) once OpenStack answers, then keeps the token warm until
+/// shutdown aborts it.
+async fn serve_once_openstack_answers(
+    reporter: tonic_health::server::HealthReporter,
+    openstack: OpenStack,
+    warm_up: Duration,
+) {
+    wait_for_openstack(&openstack).await;
+    reporter
+        .set_service_status(SERVICE, ServingStatus::Serving)
+        .await;
+    reporter
+        .set_service_status("", ServingStatus::Serving)
+        .await;
+    if !warm_up.is_zero() {
+        keep_token_warm(openstack, warm_up).await;
+    }
+}
+
+/// The engine concurrency in use, for the metrics, while the gauge lives.
+fn in_flight_gauge(engine: Engine) -> opentelemetry::metrics::ObservableGauge<u64> {
+    opentelemetry::global::meter("instanceha-engine")
+        .u64_observable_gauge("instanceha_engine_instances_in_flight")
+        .with_description("Instances being recovered right now, across runs")
+        .with_callback(move |observer| observer.observe(engine.instances_in_flight() as u64, &[]))
+        .build()
+}
+
 async fn wait_for_openstack(openstack: &OpenStack) {
     let mut retries =
         Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).retries(None, None);

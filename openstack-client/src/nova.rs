@@ -1,11 +1,9 @@
 //! Nova calls the engine makes, with the response fields it reads. Parsers
 //! tolerate missing keys (down-cell records, older microversions).
 
-use std::collections::BTreeMap;
-
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, Utc};
 use reqwest::Method;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::catalog::ServiceKind;
@@ -14,219 +12,14 @@ use super::error::Error;
 use super::microversion::Microversion;
 use super::request::Request;
 
+mod records;
+
+pub use records::*;
+
 const COMPUTE: ServiceKind = ServiceKind::Compute;
 
 /// The page size used when listing a host's servers.
 pub const SERVER_PAGE: u32 = 200;
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct Fault {
-    #[serde(default)]
-    pub code: Option<u16>,
-    #[serde(default)]
-    pub message: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct AttachedVolume {
-    pub id: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct Server {
-    pub id: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub status: String,
-    #[serde(default, rename = "OS-EXT-STS:vm_state")]
-    pub vm_state: Option<String>,
-    #[serde(default, rename = "OS-EXT-STS:task_state")]
-    pub task_state: Option<String>,
-    #[serde(default, rename = "OS-EXT-STS:power_state")]
-    pub power_state: Option<i64>,
-    #[serde(default, rename = "OS-EXT-SRV-ATTR:host")]
-    pub host: Option<String>,
-    #[serde(default, rename = "OS-EXT-SRV-ATTR:hypervisor_hostname")]
-    pub hypervisor_hostname: Option<String>,
-    #[serde(default)]
-    pub host_status: Option<String>,
-    #[serde(default, deserialize_with = "string_map")]
-    pub metadata: BTreeMap<String, String>,
-    #[serde(default, rename = "os-extended-volumes:volumes_attached")]
-    pub volumes_attached: Vec<AttachedVolume>,
-    #[serde(default)]
-    pub locked: Option<bool>,
-    #[serde(default)]
-    pub locked_reason: Option<String>,
-    #[serde(default)]
-    pub fault: Option<Fault>,
-    /// When Nova last saved the server (every `instance.save`, by the API
-    /// or a nova-compute working on it).
-    #[serde(default, deserialize_with = "nova_time")]
-    pub updated: Option<DateTime<Utc>>,
-}
-
-impl Server {
-    pub fn vm_state(&self) -> &str {
-        self.vm_state.as_deref().unwrap_or_default()
-    }
-
-    pub fn is_boot_from_volume_or_has_volumes(&self) -> bool {
-        !self.volumes_attached.is_empty()
-    }
-}
-
-/// Metadata values are strings, but be lenient with other JSON scalars.
-fn string_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
-    let raw: Option<BTreeMap<String, Value>> = Option::deserialize(d)?;
-    Ok(raw
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| {
-            let v = match v {
-                Value::String(s) => s,
-                other => other.to_string(),
-            };
-            (k, v)
-        })
-        .collect())
-}
-
-/// Nova's timestamps come with and without a zone; read both as UTC.
-fn nova_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
-    let raw: Option<String> = Option::deserialize(d)?;
-    Ok(raw.and_then(|s| parse_time(&s)))
-}
-
-pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Some(t.with_timezone(&Utc));
-    }
-    NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
-        .ok()
-        .map(|t| t.and_utc())
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct Migration {
-    pub id: i64,
-    #[serde(default)]
-    pub instance_uuid: String,
-    #[serde(default)]
-    pub migration_type: Option<String>,
-    #[serde(default)]
-    pub status: String,
-    #[serde(default)]
-    pub source_compute: Option<String>,
-    #[serde(default)]
-    pub dest_compute: Option<String>,
-    #[serde(default, deserialize_with = "nova_time")]
-    pub created_at: Option<DateTime<Utc>>,
-    #[serde(default, deserialize_with = "nova_time")]
-    pub updated_at: Option<DateTime<Utc>>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct InstanceAction {
-    pub action: String,
-    #[serde(default)]
-    pub request_id: String,
-    #[serde(default, deserialize_with = "nova_time")]
-    pub start_time: Option<DateTime<Utc>>,
-    #[serde(default)]
-    pub message: Option<String>,
-    /// 2.58+.
-    #[serde(default, deserialize_with = "nova_time")]
-    pub updated_at: Option<DateTime<Utc>>,
-    #[serde(default)]
-    pub events: Vec<ActionEvent>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct ActionEvent {
-    pub event: String,
-    #[serde(default, deserialize_with = "nova_time")]
-    pub start_time: Option<DateTime<Utc>>,
-    /// None while the step runs (or if whoever ran it died).
-    #[serde(default, deserialize_with = "nova_time")]
-    pub finish_time: Option<DateTime<Utc>>,
-    /// `Success` or `Error` once finished.
-    #[serde(default)]
-    pub result: Option<String>,
-    #[serde(default)]
-    pub traceback: Option<String>,
-    #[serde(default)]
-    pub details: Option<String>,
-    #[serde(default)]
-    pub host: Option<String>,
-}
-
-/// A compute service id: a UUID from 2.53, an integer before.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum ServiceId {
-    Uuid(String),
-    Number(i64),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-pub struct ComputeService {
-    pub id: ServiceId,
-    #[serde(default)]
-    pub binary: String,
-    #[serde(default)]
-    pub host: String,
-    #[serde(default)]
-    pub status: String,
-    #[serde(default)]
-    pub state: String,
-    #[serde(default)]
-    pub forced_down: Option<bool>,
-    #[serde(default)]
-    pub disabled_reason: Option<String>,
-    /// The service's last heartbeat (or update).
-    #[serde(default, deserialize_with = "nova_time")]
-    pub updated_at: Option<DateTime<Utc>>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct Aggregate {
-    pub id: i64,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub hosts: Vec<String>,
-}
-
-/// A volume attachment as Nova's block-device mapping sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct BdmAttachment {
-    #[serde(rename = "volumeId")]
-    pub volume_id: String,
-    #[serde(default)]
-    pub attachment_id: Option<String>,
-}
-
-/// What to change on a compute service.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ServiceUpdate {
-    pub forced_down: Option<bool>,
-    pub disabled_reason: Option<String>,
-    /// `Some(true)` enables, `Some(false)` disables.
-    pub enabled: Option<bool>,
-}
-
-impl ServiceUpdate {
-    /// Whether `service` shows this update applied.
-    pub fn is_applied_to(&self, service: &ComputeService) -> bool {
-        self.forced_down
-            .is_none_or(|down| service.forced_down == Some(down))
-            && self.enabled.is_none_or(|enabled| {
-                service.status == if enabled { "enabled" } else { "disabled" }
-            })
-    }
-}
 
 /// The request of a server action.
 fn action_request(id: &str, body: Value) -> Request {

@@ -8,9 +8,6 @@ use crate::size::SizeException;
 
 /// `lines item  reason`, one entry a line.
 const TABLE: &str = "
-  116 agent/src/agent.rs::start  the agent's start-up in one sequence
-  632 agent/src/config.rs  the agent's settings, defaults and validation in one module
-   93 agent/src/config.rs::validate  one check per setting, in a row
    96 agent/src/process.rs::watch  the process watch loop and its transitions
   114 agent/tests/it/partition.rs::the_majority_fences_and_reports_the_isolated_member_which_does_nothing  one test scenario told start to end
   112 api-service/src/server.rs::run  the API's start-up in one sequence
@@ -44,7 +41,6 @@ const TABLE: &str = "
   217 bench/src/report.rs::tables  every table of the report in a row
   627 cli/src/client.rs  every RPC of the CLI's gRPC client
   167 cli/src/demo.rs::run  the demo's story told in one sequence
-   88 cli/src/demo_agents.rs::start  the demo agents' start-up in one sequence
   123 cli/tests/it/notifications.rs::create_list_show  one test scenario told start to end
   110 cli/tests/it/notifications.rs::refusals_have_their_exit_codes  one test scenario told start to end
   603 conformance/src/records.rs  the REST client of Nova's, Cinder's and Placement's records
@@ -53,26 +49,23 @@ const TABLE: &str = "
    86 conformance/tests/it/sim_vs_real.rs::differences  one test scenario told start to end
   102 conformance/tests/it/sim_vs_real.rs::on_real  one test scenario told start to end
   135 conformance/tests/it/sim_vs_real.rs::on_sim  one test scenario told start to end
-  104 engine-service/src/main.rs::main  the engine's start-up in one sequence
   170 engine-service/src/recovery/evacuate.rs::evacuate_locked  the evacuation of a locked instance, step by step
-  681 engine-service/src/recovery/host.rs  the host-failure workflow
   101 engine-service/src/recovery/host.rs::evacuate_all  the evacuations of a host and their limits
-  206 engine-service/src/recovery/host.rs::host_failure_steps  the host-failure workflow, step by step
+  142 engine-service/src/recovery/host.rs::host_failure_steps  the host-failure workflow, step by step
   122 engine-service/src/recovery/process.rs::process_failure_steps  the process-failure workflow, step by step
-   83 engine-service/src/server.rs::run  the engine's server start-up in one sequence
  1111 engine-service/tests/it/fault_matrix.rs  the fault matrix: call sites, faults, runner and invariants
    91 engine-service/tests/it/fault_matrix.rs::invariant_violations  every invariant checked in a row
   229 engine-service/tests/it/fault_matrix.rs::run_scenario  one scenario of the matrix run start to end
   103 engine-service/tests/it/fault_matrix.rs::summary  the matrix's summary table
   106 engine-service/tests/it/host_failure.rs::a_failed_host_is_recovered_and_its_services_can_be_restored  one test scenario told start to end
   149 engine-service/tests/it/outage_matrix.rs::one  one outage case run start to end
- 1234 engine-service/tests/it/process_faults.rs  the process-fault tests and their child-process harness
-   82 engine-service/tests/it/process_faults.rs::build  the binaries built once, with their timeouts
-  178 engine-service/tests/it/telemetry.rs::one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery  one test scenario told start to end
+  799 engine-service/tests/it/process_faults.rs  the process-fault tests and their child-process harness
+   82 engine-service/tests/it/process_faults/binaries.rs::build  the binaries built once, with their timeouts
+  142 engine-service/tests/it/telemetry.rs::one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery  one test scenario told start to end
    83 engine-service/tests/it/volumes.rs::stale_attachments_are_cleared_and_bfv_recovers_as_fast_as_ephemeral  one test scenario told start to end
    96 engine-service/tests/it/watch.rs::several_watchers_a_late_joiner_and_a_stalled_one  one test scenario told start to end
   191 migrations/src/m20261129_000001_initial.rs::up  the initial schema, every table in one migration
-  809 openstack-client/src/nova.rs  every typed Nova call
+  639 openstack-client/src/nova.rs  every typed Nova call
    93 openstack-client/src/nova.rs::update_service  a service update and its confirmation by reading back
   773 openstack-sim/src/cinder.rs  the simulated Cinder API
   106 openstack-sim/src/keystone.rs::issue_token  one token issue with each auth method
@@ -85,7 +78,7 @@ const TABLE: &str = "
    85 openstack-sim/src/nova/server_actions.rs::evacuate_request  the evacuate body per microversion
    89 openstack-sim/src/nova/servers.rs::list  the servers API's filters, sorting and paging
   145 openstack-sim/src/nova/servers.rs::server_view  a server's fields by microversion and role
-  839 openstack-sim/src/scenario.rs  scenario files: schema, validation and expansion
+  730 openstack-sim/src/scenario.rs  scenario files: schema, validation and expansion
   185 openstack-sim/src/server.rs::handle  the router of every simulated endpoint
  1047 openstack-sim/src/world/evacuation.rs  the world's model of an evacuation
   157 openstack-sim/src/world/evacuation.rs::evacuate  an evacuation's checks and state walk
@@ -101,7 +94,7 @@ const TABLE: &str = "
    90 openstack-sim/tests/it/nova_admin.rs::migrations_filter_sort_page_and_show_owners  one test scenario told start to end
   134 openstack-sim/tests/it/nova_admin.rs::service_updates_follow_the_2_53_rules  one test scenario told start to end
   266 openstack-sim/tests/it/nova_admin.rs::stop_start_lock_and_reset_state  one test scenario told start to end
-  794 openstack-sim/tests/it/nova_evacuate.rs  the simulated Nova's evacuation tests
+  666 openstack-sim/tests/it/nova_evacuate.rs  the simulated Nova's evacuation tests
    81 openstack-sim/tests/it/nova_evacuate.rs::bodies_follow_each_microversion_schema  one test scenario told start to end
    89 openstack-sim/tests/it/nova_evacuate.rs::failure_modes_leave_the_states_nova_leaves  one test scenario told start to end
   159 openstack-sim/tests/it/nova_evacuate.rs::the_state_walk_changes_the_host_after_task_state_and_before_done  one test scenario told start to end

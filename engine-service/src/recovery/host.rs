@@ -17,13 +17,12 @@ use super::evacuate::EvacuationJob;
 use super::migrations::MigrationWatch;
 use super::reserved::ReservedHosts;
 use super::{
-    Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, StepFailure,
-    VMoveType,
+    Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, VMoveType,
 };
 use crate::workflow::evacuation;
 use crate::workflow::selection::select_instances;
 use crate::workflow::targets::{Target, targets};
-use openstack_client::nova::{ComputeService, Server, ServiceUpdate};
+use openstack_client::nova::Server;
 
 /// A worker's share of the concurrency limits (per run and engine-wide):
 /// held while it works on OpenStack, let go while Nova rebuilds its
@@ -93,42 +92,10 @@ impl Run {
 
     async fn host_failure_steps(&self) -> Result<RunOutcome, Cancelled> {
         let host = self.request.hostname.clone();
-        let event = self.payload("event").unwrap_or_default().to_owned();
-        if event == "STARTED" {
-            self.reporter.progress(
-                "host_started",
-                ProgressState::Info,
-                format!("host {host} reported started; nothing to recover"),
-            );
-            return Ok(RunOutcome::Completed {
-                message: format!("host {host} started"),
-            });
-        }
-        if event != "STOPPED" {
-            return Ok(RunOutcome::Ignored {
-                message: format!("event {event:?} is not a host failure"),
-            });
-        }
-        let host_status = self.payload("host_status");
-        if self.settings().require_fencing && host_status != Some("NORMAL") {
-            let message = format!(
-                "host {host} is not known to be fenced (host_status {}): evacuating could run two copies of its instances; \
-                 set host_failure.require_fencing = false to recover unfenced hosts",
-                host_status.unwrap_or("missing")
-            );
-            self.reporter
-                .progress("check_fencing", ProgressState::Skipped, message.clone());
-            return Ok(RunOutcome::Ignored { message });
-        }
-        let fenced = host_status == Some("NORMAL");
-        if !fenced && let Some(message) = self.unfenced_and_up(&host).await? {
-            self.reporter.progress(
-                "check_compute_service",
-                ProgressState::Skipped,
-                message.clone(),
-            );
-            return Ok(RunOutcome::Ignored { message });
-        }
+        let fenced = match self.admit_host_failure(&host).await? {
+            Ok(fenced) => fenced,
+            Err(outcome) => return Ok(outcome),
+        };
         self.reporter.host_update(&host, Some(true), None);
 
         // Nova refuses evacuations while it thinks the source is up.
@@ -193,27 +160,7 @@ impl Run {
         let jobs = match listed {
             Some(Ok(jobs)) => jobs,
             Some(Err(outcome)) => return Ok(outcome),
-            None => {
-                self.reporter.progress(
-                    "retry_instances",
-                    ProgressState::Info,
-                    format!(
-                        "attempt {}: recovering the {} instance(s) still without a result",
-                        self.request.attempt,
-                        self.request.instances.len()
-                    ),
-                );
-                self.request
-                    .instances
-                    .iter()
-                    .map(|r| EvacuationJob {
-                        instance_id: r.instance_id.to_string(),
-                        instance_name: r.instance_name.clone(),
-                        listed: None,
-                        prior_state: r.prior_state,
-                    })
-                    .collect()
-            }
+            None => self.retried_jobs(),
         };
 
         let jobs = with_prior_states(jobs, &watch);
@@ -280,23 +227,7 @@ impl Run {
             }
             None => self.evacuate_all(jobs, targets, watch, fenced).await,
         };
-        let failed = results
-            .iter()
-            .filter(|o| matches!(o, InstanceResult::Failed { .. }))
-            .count();
-        self.reporter.progress(
-            "evacuate_instances",
-            if failed == 0 {
-                ProgressState::Succeeded
-            } else {
-                ProgressState::Failed
-            },
-            format!(
-                "{} of {} instance(s) recovered",
-                results.len() - failed,
-                results.len()
-            ),
-        );
+        self.report_evacuated(&results);
         Ok(RunOutcome::Completed {
             message: format!("host {host} processed"),
         })
@@ -468,137 +399,49 @@ impl Run {
         outcomes
     }
 
-    /// Why a host not reported fenced must be left alone: Nova sees its
-    /// nova-compute up (state up, not forced down), so the host may well be
-    /// running its instances, and forcing it down would let Nova start
-    /// second copies. `None` when Nova sees it down or forced down, or
-    /// cannot say (the service step that follows reports that).
-    async fn unfenced_and_up(&self, host: &str) -> Result<Option<String>, Cancelled> {
-        let service = self
-            .or_cancel(self.openstack().compute_service(host))
-            .await?;
-        Ok(match service {
-            Ok(Some(service)) if service.state == "up" && service.forced_down != Some(true) => {
-                Some(format!(
-                    "nova reports nova-compute on {host} up and the report does not say the host was fenced \
-                     (host_status NORMAL): forcing it down could run two copies of its instances"
-                ))
-            }
-            _ => None,
-        })
+    /// A retry's instances: those still without a result, as the API
+    /// named them.
+    fn retried_jobs(&self) -> Vec<EvacuationJob> {
+        self.reporter.progress(
+            "retry_instances",
+            ProgressState::Info,
+            format!(
+                "attempt {}: recovering the {} instance(s) still without a result",
+                self.request.attempt,
+                self.request.instances.len()
+            ),
+        );
+        self.request
+            .instances
+            .iter()
+            .map(|r| EvacuationJob {
+                instance_id: r.instance_id.to_string(),
+                instance_name: r.instance_name.clone(),
+                listed: None,
+                prior_state: r.prior_state,
+            })
+            .collect()
     }
 
-    /// Forces the failed host's nova-compute down (if configured), then
-    /// disables it with a reason; without force-down, waits until Nova sees
-    /// it down.
-    /// Takes the failed host's nova-compute down: forced down (then the
-    /// service, still to disable, is returned) or, without force-down,
-    /// disabled and waited for until Nova sees it down.
-    async fn take_failed_service_down(
-        &self,
-        host: &str,
-    ) -> Result<Result<Option<ComputeService>, StepFailure>, Cancelled> {
-        const STEP: &str = "disable_compute_service";
-        let service = match self
-            .or_cancel(self.openstack().compute_service(host))
-            .await?
-        {
-            Ok(Some(service)) => service,
-            Ok(None) => {
-                return Ok(Err(StepFailure::new(
-                    STEP,
-                    format!("nova has no nova-compute service on host {host}"),
-                )));
-            }
-            Err(e) => return Ok(Err(StepFailure::new(STEP, e))),
-        };
-        let mut service: ComputeService = service;
-        if self.settings().force_down && service.forced_down != Some(true) {
-            // First, alone: disabling a compute Nova thinks is up makes Nova
-            // call the dead host and wait for its RPC timeout.
-            match self
-                .or_cancel(self.openstack().update_service(
-                    &service,
-                    &ServiceUpdate {
-                        forced_down: Some(true),
-                        ..ServiceUpdate::default()
-                    },
-                ))
-                .await?
-            {
-                Ok(updated) => service = updated,
-                Err(e) => return Ok(Err(StepFailure::new(STEP, e).doing("force down"))),
-            }
-        }
-        if self.settings().force_down {
-            return Ok(Ok((service.status != "disabled").then_some(service)));
-        }
-        if service.status != "disabled" {
-            let update = ServiceUpdate {
-                enabled: Some(false),
-                disabled_reason: Some(self.settings().host_disable_reason.clone()),
-                ..ServiceUpdate::default()
-            };
-            match self
-                .or_cancel(self.openstack().update_service(&service, &update))
-                .await?
-            {
-                Ok(updated) => service = updated,
-                Err(e) => return Ok(Err(StepFailure::new(STEP, e).doing("disable"))),
-            }
-        }
-        let deadline = tokio::time::Instant::now() + self.settings().service_down_timeout;
-        while service.state != "down" {
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(Err(StepFailure::new(
-                    STEP,
-                    format!(
-                        "nova still reports nova-compute on {host} up after {}",
-                        humantime::format_duration(self.settings().service_down_timeout)
-                    ),
-                )));
-            }
-            self.pause(self.settings().poll_interval).await?;
-            if let Ok(Some(current)) = self
-                .or_cancel(self.openstack().compute_service(host))
-                .await?
-            {
-                service = current;
-            }
-        }
-        Ok(Ok(None))
-    }
-
-    /// Disables the failed host's nova-compute, already forced down, with
-    /// the reason, alongside the evacuations; a failure is reported and does
-    /// not stop them (forced down, the host is neither a source of new
-    /// trouble nor a scheduling target).
-    async fn disable_failed_service(
-        &self,
-        host: &str,
-        service: ComputeService,
-    ) -> Result<(), Cancelled> {
-        let update = ServiceUpdate {
-            enabled: Some(false),
-            disabled_reason: Some(self.settings().host_disable_reason.clone()),
-            ..ServiceUpdate::default()
-        };
-        match self
-            .or_cancel(self.openstack().update_service(&service, &update))
-            .await?
-        {
-            Ok(_) => self.reporter.progress(
-                "disable_compute_service",
-                ProgressState::Succeeded,
-                format!("nova-compute on {host} is down and disabled"),
+    /// The evacuations' end, reported: how many of them recovered.
+    fn report_evacuated(&self, results: &[InstanceResult]) {
+        let failed = results
+            .iter()
+            .filter(|o| matches!(o, InstanceResult::Failed { .. }))
+            .count();
+        self.reporter.progress(
+            "evacuate_instances",
+            if failed == 0 {
+                ProgressState::Succeeded
+            } else {
+                ProgressState::Failed
+            },
+            format!(
+                "{} of {} instance(s) recovered",
+                results.len() - failed,
+                results.len()
             ),
-            Err(e) => self.reporter.progress(
-                "disable_compute_service",
-                ProgressState::Failed,
-                format!("disable nova-compute on {host} (it stays forced down): {e}"),
-            ),
-        }
-        Ok(())
+        );
     }
 }
 

@@ -4,6 +4,7 @@
 //! result, even if its worker panics, and every run ends with `Done`.
 
 mod evacuate;
+mod failed_host;
 mod follow;
 mod host;
 mod lost;

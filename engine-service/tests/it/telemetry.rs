@@ -143,14 +143,41 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
         .expect("a traceparent on the evacuate call");
     assert!(traceparent.contains(&trace.to_string()), "{traceparent}");
     assert!(traceparent.contains(&evacuate.span_context.span_id().to_string()));
-    // Every Nova request of the recovery carries the report's trace: the
-    // shared migration poller's `os-migrations` reads too, from their task.
-    let nova: Vec<_> = cloud
-        .sim
-        .request_log(before_report)
-        .into_iter()
-        .filter(|r| r.service == "compute")
-        .collect();
+    every_nova_request_carries(&cloud.sim.request_log(before_report), trace);
+
+    // The metrics, as Prometheus scrapes them.
+    let addr = instanceha_runtime::telemetry::serve_registry(
+        registry.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        &instanceha_runtime::connections::ConnectionBudget::unlimited(),
+    )
+    .await
+    .unwrap();
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for expected in [
+        "instanceha_notifications_total{status=\"finished\",type=\"COMPUTE_HOST\"}",
+        "instanceha_vmoves_total{status=\"succeeded\",type=\"evacuation\"}",
+        "instanceha_instance_recovery_duration_seconds_bucket",
+        "instanceha_notification_recovery_duration_seconds_count",
+        "instanceha_openstack_requests_total{operation=\"servers.action.evacuate\",service=\"nova\",status=\"ok\"}",
+        "instanceha_openstack_request_duration_seconds_bucket",
+        "instanceha_dispatch_runs_total{end=\"done\"}",
+        "instanceha_dispatch_streams_open",
+        "instanceha_engine_instances_in_flight",
+    ] {
+        assert!(text.contains(expected), "{expected} missing from:\n{text}");
+    }
+}
+
+/// Every Nova request of the recovery carries the report's trace: the
+/// shared migration poller's `os-migrations` reads too, from their task.
+fn every_nova_request_carries(requests: &[openstack_sim::RequestRecord], trace: TraceId) {
+    let nova: Vec<_> = requests.iter().filter(|r| r.service == "compute").collect();
     let polls = nova
         .iter()
         .filter(|r| r.path.ends_with("/os-migrations"))
@@ -181,32 +208,4 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
         untraced.len(),
         nova.len()
     );
-
-    // The metrics, as Prometheus scrapes them.
-    let addr = instanceha_runtime::telemetry::serve_registry(
-        registry.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        &instanceha_runtime::connections::ConnectionBudget::unlimited(),
-    )
-    .await
-    .unwrap();
-    let text = reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    for expected in [
-        "instanceha_notifications_total{status=\"finished\",type=\"COMPUTE_HOST\"}",
-        "instanceha_vmoves_total{status=\"succeeded\",type=\"evacuation\"}",
-        "instanceha_instance_recovery_duration_seconds_bucket",
-        "instanceha_notification_recovery_duration_seconds_count",
-        "instanceha_openstack_requests_total{operation=\"servers.action.evacuate\",service=\"nova\",status=\"ok\"}",
-        "instanceha_openstack_request_duration_seconds_bucket",
-        "instanceha_dispatch_runs_total{end=\"done\"}",
-        "instanceha_dispatch_streams_open",
-        "instanceha_engine_instances_in_flight",
-    ] {
-        assert!(text.contains(expected), "{expected} missing from:\n{text}");
-    }
 }

@@ -11,6 +11,7 @@ mod helpers;
 mod keystone;
 mod nova_admin;
 mod nova_evacuate;
+mod nova_rebuilds;
 mod nova_servers;
 mod paused_time;
 mod scale;
