@@ -226,6 +226,7 @@ pub async fn create_segment(
             service_type: "COMPUTE".into(),
             recovery_method: pb::RecoveryMethod::Auto as i32,
             enabled: None,
+            return_to_service: None,
         })
         .await
         .context("creating the segment")?

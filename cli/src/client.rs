@@ -2,7 +2,6 @@
 //! every call, the `--timeout` on every unary call, and every failure turned
 //! into a message that says what was wrong and what to do.
 
-use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
@@ -12,19 +11,21 @@ use pb::host_service_client::HostServiceClient;
 use pb::notification_service_client::NotificationServiceClient;
 use pb::segment_service_client::SegmentServiceClient;
 use pb::vmove_service_client::VmoveServiceClient;
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Request, Response, Status};
+use tonic::{Code, Response, Status};
 
-use crate::config::{Settings, Token};
+use crate::config::Settings;
+
+mod token;
+
 use crate::convert;
 use crate::resources::{
     Host, HostChanges, HostFilter, NewHost, NewNotification, NewSegment, Notification,
     NotificationFilter, Page, Segment, SegmentChanges, SegmentFilter, Vmove, VmoveFilter,
     WatchUpdate,
 };
+pub use token::BearerToken;
 
 /// The kind of resource a call was about, for the hints in messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,49 +167,6 @@ fn describe(
         Code::Ok | Code::Cancelled | Code::ResourceExhausted => {
             format!("instanceha-api at {endpoint} answered {code:?}: {message}")
         }
-    }
-}
-
-/// Adds `authorization: Bearer <token>` to every request when a token is
-/// set.
-#[derive(Clone)]
-pub struct BearerToken {
-    header: Option<MetadataValue<Ascii>>,
-}
-
-impl fmt::Debug for BearerToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BearerToken")
-            .field("set", &self.header.is_some())
-            .finish()
-    }
-}
-
-impl BearerToken {
-    /// `None` when the token cannot be a header value (config checks that
-    /// first, so this does not happen).
-    pub fn new(token: Option<&Token>) -> Option<Self> {
-        let header = match token {
-            None => None,
-            Some(token) => {
-                let mut value: MetadataValue<Ascii> =
-                    format!("Bearer {}", token.expose()).parse().ok()?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-        };
-        Some(Self { header })
-    }
-}
-
-impl Interceptor for BearerToken {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(header) = &self.header {
-            request
-                .metadata_mut()
-                .insert("authorization", header.clone());
-        }
-        Ok(request)
     }
 }
 
@@ -405,6 +363,23 @@ impl Client {
             .map(|_| ())
     }
 
+    /// An operator's restore of a host: the notification that brings it
+    /// back.
+    pub async fn restore_host(
+        &self,
+        id: &str,
+        segment_id: Option<&str>,
+    ) -> Result<Notification, Error> {
+        let mut client = self.hosts.clone();
+        let request = pb::RestoreHostRequest {
+            id: id.to_owned(),
+            segment_id: segment_id.unwrap_or_default().to_owned(),
+        };
+        self.call(Resource::Host, client.restore_host(request))
+            .await
+            .map(Into::into)
+    }
+
     // ---- notifications ----------------------------------------------------------
 
     pub async fn create_notification(&self, new: NewNotification) -> Result<Notification, Error> {
@@ -597,22 +572,6 @@ mod tests {
         assert!(message.contains("http://10.1.1.1:15869"), "{message}");
         assert!(message.contains("30s"), "{message}");
         assert_eq!(err.code(), Code::DeadlineExceeded);
-    }
-
-    #[test]
-    fn the_bearer_token_is_sent_and_redacted() {
-        let mut token = BearerToken::new(Some(&Token::new("abc"))).unwrap();
-        let request = token.call(Request::new(())).unwrap();
-        let header = request.metadata().get("authorization").unwrap();
-        assert_eq!(header.to_str().unwrap(), "Bearer abc");
-        assert!(!format!("{token:?}").contains("abc"));
-        assert!(!format!("{header:?}").contains("abc"));
-
-        let mut none = BearerToken::new(None).unwrap();
-        let request = none.call(Request::new(())).unwrap();
-        assert!(request.metadata().get("authorization").is_none());
-
-        assert!(BearerToken::new(Some(&Token::new("a\nb"))).is_none());
     }
 
     #[test]

@@ -10,8 +10,8 @@ use prost_types::Timestamp;
 use crate::resources::{
     Host, HostChanges, HostFilter, NewHost, NewNotification, NewSegment, Notification,
     NotificationFilter, NotificationStatus, NotificationType, ProgressEvent, RecoveryMethod,
-    Segment, SegmentChanges, SegmentFilter, Vmove, VmoveFilter, VmoveStatus, VmoveType,
-    WatchUpdate,
+    ReturnToService, Segment, SegmentChanges, SegmentFilter, Vmove, VmoveFilter, VmoveStatus,
+    VmoveType, WatchUpdate,
 };
 
 // ---- time ---------------------------------------------------------------------
@@ -137,6 +137,7 @@ impl From<pb::Segment> for Segment {
             service_type: s.service_type,
             recovery_method: recovery_method(s.recovery_method),
             enabled: s.enabled,
+            return_to_service: ReturnToService::from_wire("", s.return_to_service).ok(),
             created_at: time(s.created_at),
             updated_at: time(s.updated_at),
         }
@@ -251,6 +252,7 @@ pub fn create_segment(new: NewSegment) -> pb::CreateSegmentRequest {
         service_type: new.service_type,
         recovery_method: recovery_method_pb(new.recovery_method) as i32,
         enabled: Some(new.enabled),
+        return_to_service: new.return_to_service.map(i32::from),
     }
 }
 
@@ -279,6 +281,7 @@ pub fn update_segment(id: String, changes: SegmentChanges) -> pb::UpdateSegmentR
             .recovery_method
             .map(|m| recovery_method_pb(m) as i32),
         enabled: changes.enabled,
+        return_to_service: changes.return_to_service.map(i32::from),
     }
 }
 

@@ -299,6 +299,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
             service_type: "COMPUTE".to_owned(),
             recovery_method: RecoveryMethod::RhPriority,
             enabled: true,
+            return_to_service: None,
         })
         .await?;
     for (name, reserved) in [(FAILED, false), (NEIGHBOUR, false), (SPARE, true)] {

@@ -230,6 +230,7 @@ impl Tabular for Segment {
             ("service_type", self.service_type.clone()),
             ("recovery_method", name_of(self.recovery_method)),
             ("enabled", self.enabled.to_string()),
+            ("return_to_service", name_of(self.return_to_service)),
             ("created_at", when(self.created_at)),
             ("updated_at", when(self.updated_at)),
         ]
@@ -423,6 +424,7 @@ mod tests {
             service_type: "COMPUTE".into(),
             recovery_method: Some(RecoveryMethod::ReservedHost),
             enabled: true,
+            return_to_service: None,
             created_at: DateTime::from_timestamp(1_700_000_000, 500),
             updated_at: None,
         }

@@ -29,6 +29,10 @@ macro_rules! display_as_value_name {
     };
 }
 
+/// What becomes of a segment's fenced host that comes back healthy: the
+/// model's own enum (`manual`, `auto`).
+pub use instanceha_proto::model::ReturnToService;
+
 /// How a failover segment recovers the instances of a failed host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -134,6 +138,7 @@ pub struct Segment {
     pub service_type: String,
     pub recovery_method: Option<RecoveryMethod>,
     pub enabled: bool,
+    pub return_to_service: Option<ReturnToService>,
     pub created_at: Option<DateTime<Utc>>,
     pub updated_at: Option<DateTime<Utc>>,
 }
@@ -250,6 +255,7 @@ pub struct NewSegment {
     pub service_type: String,
     pub recovery_method: RecoveryMethod,
     pub enabled: bool,
+    pub return_to_service: Option<ReturnToService>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -268,6 +274,7 @@ pub struct SegmentChanges {
     pub service_type: Option<String>,
     pub recovery_method: Option<RecoveryMethod>,
     pub enabled: Option<bool>,
+    pub return_to_service: Option<ReturnToService>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

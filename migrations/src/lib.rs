@@ -8,6 +8,7 @@ mod m20261202_000001_runs;
 mod m20261205_000001_prior_state;
 mod m20261205_000002_lifecycle;
 mod m20261205_000003_health_probe;
+mod m20261205_000004_return_to_service;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000001_prior_state::Migration),
             Box::new(m20261205_000002_lifecycle::Migration),
             Box::new(m20261205_000003_health_probe::Migration),
+            Box::new(m20261205_000004_return_to_service::Migration),
         ]
     }
 }

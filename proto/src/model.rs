@@ -115,6 +115,16 @@ impl RecoveryMethod {
 }
 
 model_enum! {
+    /// What becomes of a segment's fenced host that comes back healthy.
+    ReturnToService => ReturnToService {
+        /// It stays out of service until an operator restores it.
+        Manual = "manual",
+        /// Its STARTED report brings it back once its nova-compute reports.
+        Auto = "auto",
+    }
+}
+
+model_enum! {
     /// What a monitoring agent reports.
     NotificationType => NotificationType {
         /// A compute host failed (hostmonitor).

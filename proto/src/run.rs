@@ -319,4 +319,8 @@ pub struct StartRun {
     /// For a recovery: on a retry, the instances to recover again (empty:
     /// plan afresh). For the other kinds: the instances to look at.
     pub instances: Vec<InstanceRef>,
+    /// For a COMPUTE_HOST STARTED notification: bring the host back to
+    /// service once its nova-compute reports (the segment returns hosts
+    /// automatically and the host is not held, or an operator restored it).
+    pub return_to_service: bool,
 }

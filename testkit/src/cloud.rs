@@ -349,6 +349,7 @@ pub async fn create_segment(
             service_type: "COMPUTE".into(),
             recovery_method: method as i32,
             enabled: None,
+            return_to_service: None,
         })
         .await
         .unwrap()

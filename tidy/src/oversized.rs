@@ -19,8 +19,8 @@ const TABLE: &str = "
   109 api-service/tests/it/props/engine_stream.rs::check_store  every invariant checked on the stored run
   134 api-service/tests/it/props/engine_stream.rs::dispatcher_persists_or_refuses_what_a_bad_engine_sends  one test scenario told start to end
   114 api-service/tests/it/props/engine_stream.rs::message  a generator of every engine message
-  926 api-service/tests/it/props/requests.rs  the request property test: every RPC's call and check
-  239 api-service/tests/it/props/requests.rs::call  one exhaustive match calling every RPC
+  757 api-service/tests/it/props/requests.rs  the request property test: every RPC's call and check
+  228 api-service/tests/it/props/requests.rs::call  one exhaustive match calling every RPC
   100 api-service/tests/it/props/requests.rs::check_requests  every RPC's answer checked against the model
   103 api-service/tests/it/props/requests.rs::fixture  the property's fixture: segments, hosts and reports
   127 api-service/tests/it/rest/cloud.rs::a_rest_notification_is_recovered_and_watched_over_grpc  one test scenario told start to end
@@ -39,7 +39,6 @@ const TABLE: &str = "
    84 bench/src/real.rs::run  the real-stack mode in one sequence
   106 bench/src/report.rs::judge  every judgement of a run's results in a row
   217 bench/src/report.rs::tables  every table of the report in a row
-  627 cli/src/client.rs  every RPC of the CLI's gRPC client
   167 cli/src/demo.rs::run  the demo's story told in one sequence
   123 cli/tests/it/notifications.rs::create_list_show  one test scenario told start to end
   110 cli/tests/it/notifications.rs::refusals_have_their_exit_codes  one test scenario told start to end

@@ -370,6 +370,7 @@ impl Api {
                 service_type: "COMPUTE".to_owned(),
                 recovery_method: pb::RecoveryMethod::Auto as i32,
                 enabled: None,
+                return_to_service: None,
             }))
             .await
             .unwrap()

@@ -18,6 +18,8 @@ pub enum Operation {
     ListHosts,
     UpdateHost,
     DeleteHost,
+    /// Bring a repaired host back to service (gRPC only).
+    RestoreHost,
     CreateNotification,
     GetNotification,
     ListNotifications,
@@ -31,7 +33,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 18] = [
+    pub const ALL: [Operation; 19] = [
         Self::CreateSegment,
         Self::GetSegment,
         Self::ListSegments,
@@ -42,6 +44,7 @@ impl Operation {
         Self::ListHosts,
         Self::UpdateHost,
         Self::DeleteHost,
+        Self::RestoreHost,
         Self::CreateNotification,
         Self::GetNotification,
         Self::ListNotifications,
@@ -78,6 +81,7 @@ impl Operation {
             | Self::CreateHost
             | Self::UpdateHost
             | Self::DeleteHost
+            | Self::RestoreHost
             | Self::RetryNotification => Action::Administer,
         }
     }
@@ -96,6 +100,7 @@ impl Operation {
             Self::ListHosts => "/instanceha.v1.HostService/ListHosts",
             Self::UpdateHost => "/instanceha.v1.HostService/UpdateHost",
             Self::DeleteHost => "/instanceha.v1.HostService/DeleteHost",
+            Self::RestoreHost => "/instanceha.v1.HostService/RestoreHost",
             Self::CreateNotification => "/instanceha.v1.NotificationService/CreateNotification",
             Self::GetNotification => "/instanceha.v1.NotificationService/GetNotification",
             Self::ListNotifications => "/instanceha.v1.NotificationService/ListNotifications",
@@ -127,7 +132,7 @@ impl Operation {
             Self::GetVmove => "os_masakari_api:vmoves:detail",
             Self::ListVmoves => "os_masakari_api:vmoves:index",
             Self::ListVersions => "os_masakari_api:versions:index",
-            Self::WatchNotification | Self::RetryNotification => return None,
+            Self::WatchNotification | Self::RetryNotification | Self::RestoreHost => return None,
         })
     }
 
@@ -188,7 +193,7 @@ mod tests {
                 assert_eq!(Operation::of_grpc_path(path), Some(op));
             }
         }
-        assert_eq!(Operation::grpc().count(), 17);
+        assert_eq!(Operation::grpc().count(), 18);
     }
 
     #[test]

@@ -163,6 +163,7 @@ mod tests {
             (ListHosts, reads.clone()),
             (UpdateHost, admin.clone()),
             (DeleteHost, admin.clone()),
+            (RestoreHost, admin.clone()),
             (CreateNotification, set(&[Admin, MonitoringAgent])),
             (GetNotification, reads.clone()),
             (ListNotifications, reads.clone()),

@@ -24,7 +24,9 @@ pub use run::{
     InstanceId, InstanceRef, InstanceResult, PlannedInstance, PriorState, RunClaim, RunContext,
     RunEvent, RunId, RunKind, SequencedEvent, StartRun,
 };
-pub use segment::{NewSegment, RecoveryMethod, Segment, SegmentFilter, SegmentUpdate};
+pub use segment::{
+    NewSegment, RecoveryMethod, ReturnToService, Segment, SegmentFilter, SegmentUpdate,
+};
 pub use validation::{
     InvalidField, TextRule, bounded_text, filter_text, hostname, is_invisible_format,
     is_unsafe_to_show, name, quoted, safe_text,

@@ -33,6 +33,9 @@ pub struct RunContext {
     pub segment: Segment,
     pub reserved_hosts: Vec<Host>,
     pub instances: Vec<InstanceRef>,
+    /// A STARTED report brings its host back to service
+    /// (`lifecycle::hosts::returns_to_service`).
+    pub return_to_service: bool,
 }
 
 impl RunContext {
@@ -60,6 +63,7 @@ impl RunContext {
                 })
                 .collect(),
             instances: self.instances,
+            return_to_service: self.return_to_service,
         }
     }
 }

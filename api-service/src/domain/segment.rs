@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use super::SegmentId;
 use super::validation::{InvalidField, bounded_text, filter_text, name};
 
-pub use instanceha_proto::model::RecoveryMethod;
+pub use instanceha_proto::model::{RecoveryMethod, ReturnToService};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segment {
@@ -17,6 +17,8 @@ pub struct Segment {
     pub service_type: String,
     pub recovery_method: RecoveryMethod,
     pub enabled: bool,
+    /// What becomes of a fenced host of the segment that comes back.
+    pub return_to_service: ReturnToService,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -29,6 +31,7 @@ pub struct NewSegment {
     pub service_type: String,
     pub recovery_method: RecoveryMethod,
     pub enabled: bool,
+    pub return_to_service: ReturnToService,
 }
 
 impl NewSegment {
@@ -51,6 +54,7 @@ pub struct SegmentUpdate {
     pub service_type: Option<String>,
     pub recovery_method: Option<RecoveryMethod>,
     pub enabled: Option<bool>,
+    pub return_to_service: Option<ReturnToService>,
 }
 
 impl SegmentUpdate {

@@ -13,7 +13,7 @@ use prost_types::Timestamp;
 
 use crate::domain::{
     Host, InvalidField, Notification, NotificationType, ProgressEvent, ProgressState,
-    RecoveryMethod, Segment, VMove, VMoveType, quoted,
+    RecoveryMethod, ReturnToService, Segment, VMove, VMoveType, quoted,
 };
 use crate::status::{NotificationStatus, VMoveStatus};
 
@@ -76,6 +76,13 @@ pub fn recovery_method(field: &str, value: i32) -> Result<RecoveryMethod, Invali
         pb::RecoveryMethod::AutoPriority => Ok(RecoveryMethod::AutoPriority),
         pb::RecoveryMethod::RhPriority => Ok(RecoveryMethod::RhPriority),
     }
+}
+
+/// A segment's return to service, as a request sets it.
+pub fn return_to_service(field: &str, value: i32) -> Result<ReturnToService, InvalidField> {
+    ReturnToService::from_wire("", value).map_err(|_| {
+        InvalidField::new(field, format!("{value} is neither manual (1) nor auto (2)"))
+    })
 }
 
 pub fn recovery_method_pb(method: RecoveryMethod) -> pb::RecoveryMethod {
@@ -190,6 +197,7 @@ impl From<Segment> for pb::Segment {
             service_type: s.service_type,
             recovery_method: recovery_method_pb(s.recovery_method) as i32,
             enabled: s.enabled,
+            return_to_service: pb::ReturnToService::from(s.return_to_service) as i32,
             created_at: timestamp(s.created_at),
             updated_at: timestamp(s.updated_at),
         }

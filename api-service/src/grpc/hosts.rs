@@ -50,6 +50,16 @@ impl pb::host_service_server::HostService for HostHandlers {
         ))
     }
 
+    async fn restore_host(
+        &self,
+        request: Request<pb::RestoreHostRequest>,
+    ) -> Result<Response<pb::Notification>, Status> {
+        let (id, segment) = requests::restore_host(request.into_inner())?;
+        Ok(Response::new(
+            self.api.restore_host(id, segment).await?.into(),
+        ))
+    }
+
     async fn delete_host(
         &self,
         request: Request<pb::DeleteHostRequest>,

@@ -12,8 +12,8 @@ use super::convert;
 use crate::auth::Operation;
 use crate::domain::{
     HostFilter, HostId, HostUpdate, InvalidField, NewHost, NewNotification, NewSegment,
-    NotificationFilter, NotificationId, PageRequest, SegmentFilter, SegmentId, SegmentUpdate,
-    VMoveFilter, VMoveId,
+    NotificationFilter, NotificationId, PageRequest, ReturnToService, SegmentFilter, SegmentId,
+    SegmentUpdate, VMoveFilter, VMoveId,
 };
 
 /// The kind bound into segment page tokens.
@@ -39,6 +39,7 @@ pub enum DomainRequest {
     ListHosts(HostFilter, PageRequest),
     UpdateHost(HostId, Option<SegmentId>, HostUpdate),
     DeleteHost(HostId, Option<SegmentId>),
+    RestoreHost(HostId, Option<SegmentId>),
     CreateNotification(NewNotification),
     GetNotification(NotificationId),
     ListNotifications(NotificationFilter, PageRequest),
@@ -87,6 +88,10 @@ pub fn decode_request(rpc: Operation, bytes: &[u8]) -> Result<DomainRequest, Sta
             let (id, segment) = delete_host(decode(bytes)?)?;
             DomainRequest::DeleteHost(id, segment)
         }
+        Operation::RestoreHost => {
+            let (id, segment) = restore_host(decode(bytes)?)?;
+            DomainRequest::RestoreHost(id, segment)
+        }
         Operation::CreateNotification => {
             DomainRequest::CreateNotification(create_notification(decode(bytes)?, None)?)
         }
@@ -129,6 +134,11 @@ pub(super) fn create_segment(r: pb::CreateSegmentRequest) -> Result<NewSegment, 
         service_type: r.service_type,
         recovery_method: convert::recovery_method("recovery_method", r.recovery_method)?,
         enabled: r.enabled.unwrap_or(true),
+        return_to_service: r
+            .return_to_service
+            .map(|v| convert::return_to_service("return_to_service", v))
+            .transpose()?
+            .unwrap_or(ReturnToService::Manual),
     })
 }
 
@@ -165,6 +175,10 @@ pub(super) fn update_segment(
             .map(|m| convert::recovery_method("recovery_method", m))
             .transpose()?,
         enabled: r.enabled,
+        return_to_service: r
+            .return_to_service
+            .map(|v| convert::return_to_service("return_to_service", v))
+            .transpose()?,
     };
     Ok((id, update))
 }
@@ -226,6 +240,14 @@ pub(super) fn update_host(
 
 pub(super) fn delete_host(
     r: pb::DeleteHostRequest,
+) -> Result<(HostId, Option<SegmentId>), InvalidField> {
+    let id = convert::id("id", &r.id)?;
+    let segment = convert::optional_id("segment_id", &r.segment_id)?;
+    Ok((id, segment))
+}
+
+pub(super) fn restore_host(
+    r: pb::RestoreHostRequest,
 ) -> Result<(HostId, Option<SegmentId>), InvalidField> {
     let id = convert::id("id", &r.id)?;
     let segment = convert::optional_id("segment_id", &r.segment_id)?;

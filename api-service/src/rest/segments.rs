@@ -16,7 +16,9 @@ use super::error::RestError;
 use super::listing::{Listing, everything};
 use super::query::Params;
 use crate::auth::Operation;
-use crate::domain::{NewSegment, Segment, SegmentFilter, SegmentId, SegmentUpdate};
+use crate::domain::{
+    NewSegment, ReturnToService, Segment, SegmentFilter, SegmentId, SegmentUpdate,
+};
 
 /// The columns Masakari sorts segments by.
 const SORT_KEYS: &[&str] = &[
@@ -129,6 +131,8 @@ pub async fn create(
         service_type: fields.string("service_type")?,
         recovery_method: method_of(&fields.one_of("recovery_method", &RECOVERY_METHODS)?)?,
         enabled: fields.optional_bool("enabled")?.unwrap_or(true),
+        // Not in Masakari's API: the default, manual; gRPC and the CLI set it.
+        return_to_service: ReturnToService::Manual,
     };
     let segment = state.api.create_segment(new).await?;
     Ok((
@@ -160,6 +164,7 @@ pub async fn update(
             .map(|m| method_of(&m))
             .transpose()?,
         enabled: fields.optional_bool("enabled")?,
+        return_to_service: None,
     };
     let segment = state.api.update_segment(id, update).await?;
     Ok(Json(json!({ "segment": SegmentView::from(&segment) })).into_response())

@@ -1,7 +1,9 @@
 //! Host operations.
 
 use super::{Api, Error, refuse_while_unfinished};
-use crate::domain::{Host, HostFilter, HostId, HostUpdate, NewHost, Page, PageRequest, SegmentId};
+use crate::domain::{
+    Host, HostFilter, HostId, HostUpdate, NewHost, Notification, Page, PageRequest, SegmentId,
+};
 use crate::lifecycle::{self, hosts::Scope};
 
 impl Api {
@@ -57,6 +59,34 @@ impl Api {
             .await?;
         tracing::info!(host_id = %host.id, "host updated");
         Ok(host)
+    }
+
+    /// An operator's word that a repaired host may return to service: a
+    /// COMPUTE_HOST STARTED notification whose run brings the host back
+    /// once its nova-compute reports (`lifecycle::hosts::returns_to_service`).
+    /// FAILED_PRECONDITION while the host's own notifications are
+    /// unfinished; a hold of the flapping guard ends here.
+    #[tracing::instrument(skip(self))]
+    pub async fn restore_host(
+        &self,
+        id: HostId,
+        segment: Option<SegmentId>,
+    ) -> Result<Notification, Error> {
+        let host = self
+            .store
+            .release_hold(id, segment, |host, unfinished| {
+                refuse_while_unfinished(&format!("host {}", host.name), unfinished)
+            })
+            .await?;
+        let new = lifecycle::hosts::restore_report(&host.name, chrono::Utc::now());
+        let payload = new.validate()?;
+        let mut new = new;
+        new.payload.insert(
+            lifecycle::hosts::RESTORED_BY.to_owned(),
+            "operator".to_owned(),
+        );
+        tracing::info!(host_id = %host.id, hostname = %host.name, "host restore requested");
+        self.intake_queue.submit(new, payload).await
     }
 
     #[tracing::instrument(skip(self))]

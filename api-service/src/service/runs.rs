@@ -137,10 +137,18 @@ impl Api {
             .store
             .run_instances(notification.id, claim.kind)
             .await?;
+        let host = self.store.host_by_name(&notification.hostname).await?;
+        let return_to_service = crate::lifecycle::hosts::returns_to_service(
+            notification.notification_type,
+            &notification.payload,
+            segment.return_to_service,
+            host.map(|h| h.held_reason.is_some()),
+        );
         Ok(RunContext {
             segment,
             reserved_hosts,
             instances,
+            return_to_service,
         })
     }
 

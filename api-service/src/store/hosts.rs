@@ -159,6 +159,29 @@ impl Store {
         Ok(to_host(row)?)
     }
 
+    /// An operator's restore of a host: its own notifications must have
+    /// ended (`guard`), and the operator's word ends a hold of the flapping
+    /// guard. Maintenance stays until the restore's run has brought the
+    /// host back.
+    pub async fn release_hold<E: From<Error>>(
+        &self,
+        id: HostId,
+        segment: Option<SegmentId>,
+        guard: impl FnOnce(&Host, &Unfinished) -> Result<(), E>,
+    ) -> Result<Host, E> {
+        let txn = self.begin_write().await?;
+        let row = find_host(&*txn, id, segment, true).await?;
+        let current = to_host(row.clone())?;
+        let unfinished = unfinished_of_host(&*txn, current.id).await?;
+        guard(&current, &unfinished)?;
+        let mut active: host::ActiveModel = row.into();
+        active.held_reason = Set(None);
+        active.updated_at = Set(self.now());
+        let row = active.update(&*txn).await.map_err(Error::from)?;
+        txn.commit().await?;
+        Ok(to_host(row)?)
+    }
+
     /// Sets a host's flags on behalf of a recovery (no guard: the recovery
     /// itself is the unfinished notification).
     pub async fn set_host_flags(

@@ -9,8 +9,8 @@ use super::entity::segment;
 use super::notifications::{Unfinished, unfinished_in_segment};
 use super::{Error, Result, Store, parse_enum, parse_uuid};
 use crate::domain::{
-    NewSegment, Page, PageRequest, PageToken, RecoveryMethod, Segment, SegmentFilter, SegmentId,
-    SegmentUpdate,
+    NewSegment, Page, PageRequest, PageToken, RecoveryMethod, ReturnToService, Segment,
+    SegmentFilter, SegmentId, SegmentUpdate,
 };
 
 pub(super) fn to_segment(row: segment::Model) -> Result<Segment> {
@@ -27,6 +27,12 @@ pub(super) fn to_segment(row: segment::Model) -> Result<Segment> {
         description: row.description,
         service_type: row.service_type,
         enabled: row.enabled,
+        return_to_service: parse_enum(
+            "segments",
+            "return_to_service",
+            &row.return_to_service,
+            ReturnToService::parse,
+        )?,
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
@@ -46,6 +52,7 @@ impl Store {
             service_type: Set(new.service_type.clone()),
             recovery_method: Set(new.recovery_method.as_str().to_owned()),
             enabled: Set(new.enabled),
+            return_to_service: Set(new.return_to_service.as_str().to_owned()),
             created_at: Set(at),
             updated_at: Set(at),
             ..Default::default()
@@ -128,6 +135,9 @@ impl Store {
         }
         if let Some(enabled) = update.enabled {
             active.enabled = Set(enabled);
+        }
+        if let Some(returns) = update.return_to_service {
+            active.return_to_service = Set(returns.as_str().to_owned());
         }
         active.updated_at = Set(self.now());
         let name = update.name.clone().unwrap_or_default();

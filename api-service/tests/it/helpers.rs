@@ -135,6 +135,7 @@ pub fn segment_request(name: &str) -> pb::CreateSegmentRequest {
         service_type: "COMPUTE".to_owned(),
         recovery_method: pb::RecoveryMethod::Auto as i32,
         enabled: None,
+        return_to_service: None,
     }
 }
 

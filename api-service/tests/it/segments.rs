@@ -25,6 +25,7 @@ async fn create_get_update_delete(backend: Backend) {
             service_type: "COMPUTE".into(),
             recovery_method: pb::RecoveryMethod::ReservedHost as i32,
             enabled: None,
+            return_to_service: None,
         })
         .await
         .unwrap()

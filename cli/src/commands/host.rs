@@ -1,5 +1,6 @@
 //! `instanceha host ...`: the compute hosts of failover segments (Masakari's
-//! `openstack segment host create|list|show|update|delete`).
+//! `openstack segment host create|list|show|update|delete`), and `restore`
+//! to bring a repaired host back to service.
 
 use clap::{Args, Subcommand};
 
@@ -21,6 +22,20 @@ pub enum HostCommand {
     /// Delete a host (refused while a notification of its segment is new,
     /// running or error)
     Delete(HostRef),
+    /// Bring a repaired host back to service: once its nova-compute
+    /// reports, lift its forced-down flag, enable it and clear its
+    /// maintenance (and a flapping hold). Recorded as a notification;
+    /// refused while one of the host's own is new, running or error
+    Restore(RestoreArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub host: HostRef,
+    /// Follow the restore until it ends (as `notification watch`)
+    #[arg(long)]
+    pub watch: bool,
 }
 
 #[derive(Args, Debug)]
@@ -171,6 +186,14 @@ pub async fn run(command: HostCommand, ctx: &mut Context) -> Result<Exit, Error>
             let (id, segment) = resolve(&client, &host).await?;
             client.delete_host(&id, segment.as_deref()).await?;
             ctx.print_deleted("host", &id)
+        }
+        HostCommand::Restore(args) => {
+            let (id, segment) = resolve(&client, &args.host).await?;
+            let notification = client.restore_host(&id, segment.as_deref()).await?;
+            if args.watch {
+                return super::notification::follow(&notification.id, ctx).await;
+            }
+            ctx.print_one(&notification)
         }
     }
 }

@@ -211,7 +211,7 @@ pub async fn run(command: NotificationCommand, ctx: &mut Context) -> Result<Exit
 }
 
 /// Follows a notification live to its end.
-async fn follow(id: &str, ctx: &mut Context) -> Result<Exit, Error> {
+pub(super) async fn follow(id: &str, ctx: &mut Context) -> Result<Exit, Error> {
     let client = ctx.client()?;
     let format = ctx.format();
     let terminal = ctx.stdout_is_terminal;

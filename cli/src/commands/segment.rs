@@ -5,7 +5,9 @@ use clap::{Args, Subcommand};
 
 use super::{Context, Paging, fetch_pages, segment_id};
 use crate::error::{Error, Exit};
-use crate::resources::{NewSegment, RecoveryMethod, SegmentChanges, SegmentFilter};
+use crate::resources::{
+    NewSegment, RecoveryMethod, ReturnToService, SegmentChanges, SegmentFilter,
+};
 
 #[derive(Subcommand, Debug)]
 pub enum SegmentCommand {
@@ -45,6 +47,11 @@ pub struct CreateArgs {
     /// Create it disabled: its notifications are stored as ignored
     #[arg(long)]
     pub disabled: bool,
+    /// What becomes of a fenced host that comes back healthy: it waits
+    /// for `host restore` (manual, the default) or its STARTED report
+    /// brings it back once its nova-compute reports (auto)
+    #[arg(long, value_enum)]
+    pub return_to_service: Option<ReturnToService>,
 }
 
 #[derive(Args, Debug)]
@@ -94,6 +101,9 @@ pub struct ChangeArgs {
     /// Disable the segment: its new notifications are stored as ignored
     #[arg(long)]
     pub disable: bool,
+    /// What becomes of a fenced host that comes back healthy (manual or auto)
+    #[arg(long, value_enum)]
+    pub return_to_service: Option<ReturnToService>,
 }
 
 impl ChangeArgs {
@@ -108,6 +118,7 @@ impl ChangeArgs {
                 (_, true) => Some(false),
                 _ => None,
             },
+            return_to_service: self.return_to_service,
         }
     }
 }
@@ -123,6 +134,7 @@ pub async fn run(command: SegmentCommand, ctx: &mut Context) -> Result<Exit, Err
                     service_type: args.service_type,
                     recovery_method: args.recovery_method,
                     enabled: !args.disabled,
+                    return_to_service: args.return_to_service,
                 })
                 .await?;
             ctx.print_one(&segment)

@@ -127,6 +127,7 @@ mod tests {
             service_type: "COMPUTE".into(),
             recovery_method: Some(RecoveryMethod::ReservedHost),
             enabled: true,
+            return_to_service: None,
             created_at: None,
             updated_at: None,
         }

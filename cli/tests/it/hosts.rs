@@ -141,3 +141,41 @@ async fn segment_scope_and_filters() {
         .expect_exit(0);
     app.run(&["host", "show", &host1]).await.expect_exit(3);
 }
+
+/// `host restore`: a notification that brings the host back (an operator's
+/// word, in its payload), refused while the host's own is unfinished; a
+/// segment's return_to_service is shown and changed by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_and_return_to_service() {
+    let app = spawn_api().await;
+    let segment = app.segment("rack-1", &[]).await;
+    app.host(&segment, "compute-1", &[]).await;
+    let shown = app.json(&["segment", "show", "rack-1"]).await;
+    assert_eq!(shown["return_to_service"], "manual");
+    let updated = app
+        .json(&["segment", "update", "rack-1", "--return-to-service", "auto"])
+        .await;
+    assert_eq!(updated["return_to_service"], "auto");
+    app.run(&[
+        "segment",
+        "update",
+        "rack-1",
+        "--return-to-service",
+        "sometimes",
+    ])
+    .await
+    .expect_exit(2)
+    .expect_stderr("manual")
+    .expect_stderr("auto");
+
+    let restore = app.json(&["host", "restore", "compute-1"]).await;
+    assert_eq!(restore["type"], "COMPUTE_HOST");
+    assert_eq!(restore["hostname"], "compute-1");
+    assert_eq!(restore["payload"]["event"], "STARTED");
+    assert_eq!(restore["payload"]["restored_by"], "operator");
+    // No engine here: the first restore stays unfinished, and a second waits.
+    app.run(&["host", "restore", "compute-1"])
+        .await
+        .expect_exit(6)
+        .expect_stderr("compute-1");
+}

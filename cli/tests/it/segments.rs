@@ -187,7 +187,7 @@ async fn yaml_output_parses_back() {
 /// exact text, escaped as JSON.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_escape_sequence_stored_in_an_old_row_is_printed_escaped() {
-    use instanceha_api::domain::{NewSegment, RecoveryMethod};
+    use instanceha_api::domain::{NewSegment, RecoveryMethod, ReturnToService};
 
     let app = spawn_api().await;
     let evil_name = "rack\u{1b}]0;owned\u{7}\u{202e}1";
@@ -200,6 +200,7 @@ async fn an_escape_sequence_stored_in_an_old_row_is_printed_escaped() {
             service_type: "COMPUTE".to_owned(),
             recovery_method: RecoveryMethod::Auto,
             enabled: true,
+            return_to_service: ReturnToService::Manual,
         })
         .await
         .expect("the store takes what the service would refuse");

@@ -16,14 +16,7 @@ impl Run {
     ) -> Result<Result<bool, RunOutcome>, Cancelled> {
         let event = self.payload("event").unwrap_or_default().to_owned();
         if event == "STARTED" {
-            self.reporter.progress(
-                "host_started",
-                ProgressState::Info,
-                format!("host {host} reported started; nothing to recover"),
-            );
-            return Ok(Err(RunOutcome::Completed {
-                message: format!("host {host} started"),
-            }));
+            return Ok(Err(self.host_started(host).await?));
         }
         if event != "STOPPED" {
             return Ok(Err(RunOutcome::Ignored {

@@ -16,6 +16,7 @@ pub mod report;
 mod request;
 mod reserved;
 mod restore;
+mod return_service;
 mod services;
 mod vm;
 mod volumes;

@@ -11,6 +11,7 @@ mod process_faults;
 mod repeated;
 mod resilience;
 mod restarts;
+mod return_to_service;
 mod security;
 mod seed_plan;
 mod telemetry;

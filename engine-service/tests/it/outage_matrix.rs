@@ -255,6 +255,7 @@ fn start(kind: RunKind, attempt: u32, instances: Vec<InstanceRef>) -> StartRun {
         service_type: "COMPUTE".to_owned(),
         reserved_hosts: Vec::new(),
         instances,
+        return_to_service: false,
     }
 }
 

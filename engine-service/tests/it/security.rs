@@ -244,6 +244,7 @@ fn start_run() -> engine_pb::RecoverRequest {
                 reserved_hosts: Vec::new(),
                 instances: Vec::new(),
                 kind: engine_pb::RunKind::Recover as i32,
+                return_to_service: false,
             },
         )),
     }

@@ -15,6 +15,8 @@ pub struct Model {
     pub service_type: String,
     pub recovery_method: String,
     pub enabled: bool,
+    /// `manual` or `auto`: what becomes of a fenced host that returns.
+    pub return_to_service: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -143,6 +143,7 @@ impl System {
                 service_type: "COMPUTE".into(),
                 recovery_method: pb::RecoveryMethod::Auto as i32,
                 enabled: None,
+                return_to_service: None,
             })
             .await
             .expect("the segment is created")

@@ -98,6 +98,7 @@ pub(super) fn start(
         service_type: "COMPUTE".to_owned(),
         reserved_hosts: Vec::new(),
         instances,
+        return_to_service: false,
     }
 }
 

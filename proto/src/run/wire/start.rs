@@ -47,6 +47,7 @@ impl From<StartRun> for pb::StartRun {
                 })
                 .collect(),
             kind: run_kind(start.run_kind) as i32,
+            return_to_service: start.return_to_service,
         }
     }
 }
@@ -128,6 +129,7 @@ impl TryFrom<pb::StartRun> for StartRun {
                 })
                 .collect(),
             instances,
+            return_to_service: start.return_to_service,
         })
     }
 }

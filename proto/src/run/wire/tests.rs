@@ -122,6 +122,7 @@ fn a_start_survives_the_round_trip_and_bad_ones_name_the_field() {
             source_host: "compute-01".into(),
             prior_state: Some(PriorState::Error),
         }],
+        return_to_service: true,
     };
     let wire = pb::StartRun::from(start.clone());
     assert_eq!(StartRun::try_from(wire.clone()), Ok(start));
