@@ -404,6 +404,33 @@ pub fn workflow_details(events: &[ProgressEvent]) -> Vec<TaskDetails> {
     tasks
 }
 
+/// The workflow details a notification shows at 1.1 and later. A
+/// process `STARTED` report is no recovery in Masakari 22
+/// (`_handle_notification_type_process` in `masakari/engine/manager.py`
+/// logs it and runs no flow), so it shows `[]`; the steps our engine
+/// skipped for it (`IGNORE`) are left out, one it did (re-enabling
+/// nova-compute with `process_failure.enable_on_started`) is shown.
+pub fn shown_workflow_details(
+    notification: &Notification,
+    events: &[ProgressEvent],
+) -> Vec<TaskDetails> {
+    let mut tasks = workflow_details(events);
+    if is_process_started(notification) {
+        tasks.retain(|t| t.state != "IGNORE");
+    }
+    tasks
+}
+
+/// A process report whose `event` is `STARTED` (any case, as Masakari
+/// compares it).
+fn is_process_started(notification: &Notification) -> bool {
+    notification.notification_type == NotificationType::Process
+        && notification
+            .payload
+            .get("event")
+            .is_some_and(|e| e.eq_ignore_ascii_case("STARTED"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
