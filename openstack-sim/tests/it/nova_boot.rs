@@ -71,7 +71,7 @@ async fn flavors_and_images_are_listed_as_nova_does() {
 }
 
 #[tokio::test]
-async fn a_booted_server_builds_runs_stops_and_is_deleted() {
+async fn a_boot_body_is_checked_as_novas_schema() {
     let h = start(two_hosts(manual_settings())).await;
     let token = h.token("demo", "secret", "demo").await;
     let image = image_id(&h, &token).await;
@@ -97,6 +97,20 @@ async fn a_booted_server_builds_runs_stops_and_is_deleted() {
         )
         .await;
     assert!(bad_flavor.text.contains("Invalid flavorRef provided."));
+    let listed = boot_body(&image, "1");
+    let mut with_network = listed.clone();
+    with_network["server"]["networks"] = json!([{"uuid": "f00d"}]);
+    let no_network = h
+        .nova(&token, "2.37", Method::POST, "/servers", Some(with_network))
+        .await;
+    assert!(no_network.text.contains("Network f00d could not be found."));
+}
+
+#[tokio::test]
+async fn a_booted_server_builds_runs_stops_and_is_deleted() {
+    let h = start(two_hosts(manual_settings())).await;
+    let token = h.token("demo", "secret", "demo").await;
+    let image = image_id(&h, &token).await;
 
     let created = h
         .nova(
