@@ -90,14 +90,16 @@ fn user_ref(v: &Value) -> UserRef {
 }
 
 /// The catalog entries: compute, block-storage and volumev3 (plus identity), each with a public
-/// and an internal endpoint; without Cinder's two when `block_storage` is off.
+/// and an internal endpoint; without Cinder's two when `block_storage` is off; with
+/// `instance-ha` at `instance_ha_url` when the scenario registers one.
 pub(crate) fn catalog(
     base_url: &str,
     region: &str,
     project_id: &str,
     block_storage: bool,
+    instance_ha_url: Option<&str>,
 ) -> Value {
-    let entry = |kind: &str, name: &str, id: &str, path: &str| {
+    let registered = |kind: &str, name: &str, id: &str, url: &dyn Fn(Interface) -> String| {
         let endpoints: Vec<Value> = [Interface::Public, Interface::Internal]
             .iter()
             .map(|iface| {
@@ -106,11 +108,16 @@ pub(crate) fn catalog(
                     "interface": iface.as_str(),
                     "region_id": region,
                     "region": region,
-                    "url": format!("{base_url}{}{path}", iface.prefix()),
+                    "url": url(*iface),
                 })
             })
             .collect();
         json!({"type": kind, "name": name, "id": id, "endpoints": endpoints})
+    };
+    let entry = |kind: &str, name: &str, id: &str, path: &str| {
+        registered(kind, name, id, &|iface: Interface| {
+            format!("{base_url}{}{path}", iface.prefix())
+        })
     };
     let mut entries = vec![
         entry(
@@ -126,6 +133,14 @@ pub(crate) fn catalog(
             "/compute/v2.1",
         ),
     ];
+    if let Some(url) = instance_ha_url {
+        entries.push(registered(
+            "instance-ha",
+            "masakari",
+            "9d0e1f2a3b4c45d6e7f8a9b0c1d2e3f4",
+            &|_| url.to_owned(),
+        ));
+    }
     if !block_storage {
         return Value::Array(entries);
     }
@@ -180,6 +195,7 @@ fn token_body(shared: &Shared, token: &Token, with_catalog: bool) -> Value {
             &world.settings.region,
             &token.project_id,
             world.settings.block_storage,
+            world.settings.instance_ha_url.as_deref(),
         );
     }
     json!({"token": body})

@@ -404,6 +404,33 @@ pub fn workflow_details(events: &[ProgressEvent]) -> Vec<TaskDetails> {
     tasks
 }
 
+/// The workflow details a notification shows at 1.1 and later. A
+/// process `STARTED` report is no recovery in Masakari 22
+/// (`_handle_notification_type_process` in `masakari/engine/manager.py`
+/// logs it and runs no flow), so it shows `[]`; the steps our engine
+/// skipped for it (`IGNORE`) are left out, one it did (re-enabling
+/// nova-compute with `process_failure.enable_on_started`) is shown.
+pub fn shown_workflow_details(
+    notification: &Notification,
+    events: &[ProgressEvent],
+) -> Vec<TaskDetails> {
+    let mut tasks = workflow_details(events);
+    if is_process_started(notification) {
+        tasks.retain(|t| t.state != "IGNORE");
+    }
+    tasks
+}
+
+/// A process report whose `event` is `STARTED` (any case, as Masakari
+/// compares it).
+fn is_process_started(notification: &Notification) -> bool {
+    notification.notification_type == NotificationType::Process
+        && notification
+            .payload
+            .get("event")
+            .is_some_and(|e| e.eq_ignore_ascii_case("STARTED"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,5 +541,39 @@ mod tests {
         assert_eq!(first[0].progress, "0.0");
         assert_eq!(first[1].progress, "1.0");
         assert_eq!(first[0].timestamp, "2023-11-14 22:13:20.000001");
+    }
+
+    fn process_report(event: &str) -> Notification {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let fields = crate::domain::NotificationFields {
+            id: crate::domain::NotificationId::new(),
+            row_id: 1,
+            notification_type: NotificationType::Process,
+            hostname: "compute-01".to_owned(),
+            source_host_id: crate::domain::HostId::new(),
+            segment_id: crate::domain::SegmentId::new(),
+            generated_time: at,
+            payload: [("event".to_owned(), event.to_owned())].into(),
+            message: None,
+            attempts: 1,
+            ended_at: Some(at),
+            created_at: at,
+            updated_at: at,
+        };
+        // The status plays no part here: the intake's, as the rules give it.
+        let status = crate::status::at_intake(&crate::status::IntakeVerdict::Accept);
+        Notification::restore(fields, status)
+    }
+
+    #[test]
+    fn a_process_started_report_shows_only_the_steps_it_took() {
+        let skipped = [event("enable_compute_node", ProgressState::Skipped, "a")];
+        assert!(shown_workflow_details(&process_report("started"), &skipped).is_empty());
+        let enabled = [event("enable_compute_node", ProgressState::Succeeded, "b")];
+        let shown = shown_workflow_details(&process_report("STARTED"), &enabled);
+        assert_eq!(shown[0].state, "SUCCESS");
+        // Elsewhere a skipped step is shown, as IGNORE.
+        let stopped = shown_workflow_details(&process_report("STOPPED"), &skipped);
+        assert_eq!(stopped[0].state, "IGNORE");
     }
 }

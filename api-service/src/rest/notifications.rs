@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::RestState;
 use super::body::{JsonBody, python_repr, resource};
 use super::call::Call;
-use super::convert::{self, NOTIFICATION_TYPES, NotificationView, workflow_details};
+use super::convert::{self, NOTIFICATION_TYPES, NotificationView, shown_workflow_details};
 use super::error::RestError;
 use super::listing::{Listing, everything};
 use super::query::Params;
@@ -123,7 +123,7 @@ pub async fn show(
         .await?;
     let mut view = NotificationView::from(&notification);
     if call.version.has_workflow_details() {
-        view.recovery_workflow_details = Some(workflow_details(&progress));
+        view.recovery_workflow_details = Some(shown_workflow_details(&notification, &progress));
     }
     Ok(Json(json!({ "notification": view })).into_response())
 }

@@ -5,8 +5,13 @@
 //! A request under `/v1` may ask for a microversion with
 //! `OpenStack-API-Version: instance-ha X.Y` (or `latest`); without one it
 //! gets 1.0. A malformed version is 400, one outside 1.0 to 1.3 is 406.
-//! Masakari answers successes with `OpenStack-API-Version: masakari X.Y`
-//! and faults with `instance-ha X.Y`, both with `Vary`; so do we.
+//! Masakari 22 answers successes (`Resource.__call__` in
+//! `masakari/api/openstack/wsgi.py`) and faults (`Fault.__call__`, same
+//! file) with `OpenStack-API-Version: instance-ha X.Y` and
+//! `Vary: OpenStack-API-Version`; a 406 for an out-of-range version gets
+//! the `Vary` but no `OpenStack-API-Version` (`Fault.__call__` skips it for
+//! `NOT_ACCEPTABLE`), and a malformed version (400) gets neither, as the
+//! request never had a version. So do we.
 
 use std::fmt;
 
@@ -155,7 +160,10 @@ fn settle(headers: &HeaderMap) -> Result<ApiVersion, Box<Response>> {
                 "Version {v} is not supported by the API. Minimum is {MIN_VERSION} and maximum is {MAX_VERSION}."
             ))
             .into_response();
-            set_headers(&mut response, v);
+            // Masakari's Fault.__call__: Vary, no OpenStack-API-Version.
+            response
+                .headers_mut()
+                .append(header::VARY, HeaderValue::from_static(HEADER));
             return Err(Box::new(response));
         }
         VersionRequest::Malformed(s) => {
@@ -171,12 +179,7 @@ fn settle(headers: &HeaderMap) -> Result<ApiVersion, Box<Response>> {
 }
 
 fn set_headers(response: &mut Response, version: ApiVersion) {
-    let prefix = if response.status().is_success() {
-        "masakari"
-    } else {
-        SERVICE_TYPE
-    };
-    if let Ok(value) = HeaderValue::from_str(&format!("{prefix} {version}")) {
+    if let Ok(value) = HeaderValue::from_str(&format!("{SERVICE_TYPE} {version}")) {
         response.headers_mut().insert(HEADER, value);
     }
     response

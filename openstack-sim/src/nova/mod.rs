@@ -1,6 +1,8 @@
 //! Nova (compute v2.1) over HTTP: authentication, microversion negotiation and the shared
 //! response headers, and the routes of the compute API subset.
 
+mod boot;
+mod flavors;
 mod hosts;
 mod migrations;
 mod server_actions;
@@ -50,9 +52,21 @@ impl NovaCtx {
 pub(crate) fn routes(shared: Arc<Shared>) -> Router {
     let r = |path: &str| format!("{ROOT}{path}");
     let api = Router::new()
-        .route(&r("/servers"), get(servers::list_summary))
+        .route(
+            &r("/servers"),
+            get(servers::list_summary).post(boot::create),
+        )
         .route(&r("/servers/detail"), get(servers::list_detail))
-        .route(&r("/servers/{server_id}"), get(servers::show))
+        .route(
+            &r("/servers/{server_id}"),
+            get(servers::show).delete(boot::delete),
+        )
+        .route(&r("/flavors"), get(flavors::list_flavors))
+        .route(&r("/flavors/detail"), get(flavors::list_flavors_detail))
+        .route(&r("/flavors/{flavor_id}"), get(flavors::show_flavor))
+        .route(&r("/images"), get(flavors::list_images))
+        .route(&r("/images/detail"), get(flavors::list_images_detail))
+        .route(&r("/images/{image_id}"), get(flavors::show_image))
         .route(
             &r("/servers/{server_id}/action"),
             post(server_actions::action),

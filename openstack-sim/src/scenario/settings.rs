@@ -36,6 +36,10 @@ pub struct Settings {
     /// Whether Keystone's catalog lists Cinder (`block-storage`, `volumev3`): a cloud without
     /// it has only Keystone and Nova.
     pub block_storage: bool,
+    /// An `instance-ha` endpoint (Masakari's service type) in Keystone's
+    /// catalog, public and internal at this URL, as an operator registers
+    /// Masakari's API or instance-ha's REST facade; none by default.
+    pub instance_ha_url: Option<String>,
     pub durations: Durations,
     pub failure_probability: FailureProbability,
     /// Outages of the message bus (RabbitMQ): an evacuation whose nova-conductor step falls in
@@ -153,6 +157,7 @@ impl Default for Settings {
             enable_instance_password: true,
             request_log_capacity: 10_000,
             block_storage: true,
+            instance_ha_url: None,
             durations: Durations::default(),
             failure_probability: FailureProbability::default(),
             message_bus_outages: Vec::new(),

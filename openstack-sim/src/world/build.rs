@@ -84,14 +84,17 @@ impl World {
                 disk_gb: f.disk_gb,
             })
             .collect();
+        let clock = Clock::new(settings.speed);
+        let images = vec![builtin_image(clock.wall(SimTime::ZERO))];
         World {
-            clock: Clock::new(settings.speed),
+            clock,
             settings,
             rng,
             events: BinaryHeap::new(),
             next_event_seq: 0,
             identity,
             flavors,
+            images,
             hosts: Vec::new(),
             host_index: HashMap::new(),
             usage: Vec::new(),
@@ -398,6 +401,20 @@ fn root_volume(spec: &InstanceSpec) -> VolumeSpec {
         stale_attachment: spec.stale_attachment,
         attach_status: spec.root_attach_status.clone(),
         ..VolumeSpec::default()
+    }
+}
+
+/// The image every simulated cloud has, as devstack uploads it: CirrOS,
+/// its id derived from its name (drawing none from the seeded generator).
+fn builtin_image(created: DateTime<Utc>) -> model::Image {
+    let name = "cirros-0.6.3-x86_64-disk";
+    model::Image {
+        id: derived_uuid(&format!("image {name}")),
+        name: name.to_owned(),
+        size: 21_692_416,
+        min_disk_gb: 0,
+        min_ram_mb: 0,
+        created: created - chrono::Duration::days(1),
     }
 }
 

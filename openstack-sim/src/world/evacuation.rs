@@ -96,7 +96,7 @@ pub(crate) struct Evacuation {
     pub error: Option<String>,
 }
 
-fn generated_password(world: &mut World) -> String {
+pub(crate) fn generated_password(world: &mut World) -> String {
     const CHARS: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
     (0..12)
         .map(|_| CHARS[world.rng.random_range(0..CHARS.len())] as char)

@@ -1,6 +1,7 @@
 //! The simulated cloud's state and its discrete-event time model: one `World` holds Keystone's,
 //! Nova's and Cinder's data, and every timed change is an event applied lazily in time order.
 
+mod boot;
 mod build;
 pub mod disruptions;
 pub mod evacuation;
@@ -10,6 +11,8 @@ pub mod power;
 pub mod snapshot;
 pub mod stats;
 pub mod volumes;
+
+pub use boot::NewServer;
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
@@ -23,7 +26,7 @@ use crate::identity::Identity;
 use crate::scenario::Settings;
 use evacuation::{EvacStep, Evacuation};
 use model::{
-    Aggregate, EvacuationFailure, Flavor, Host, Instance, InstanceAction, Migration, Volume,
+    Aggregate, EvacuationFailure, Flavor, Host, Image, Instance, InstanceAction, Migration, Volume,
 };
 
 /// Why an operation on the world was refused; each API renders it in its own envelope.
@@ -104,6 +107,12 @@ pub(crate) enum EventKind {
     ConductorTimeout {
         migration_id: u64,
     },
+    /// A server booted with `POST /servers` is scheduled and spawned
+    /// (`generation`: its create's).
+    Boot {
+        instance_id: String,
+        generation: u64,
+    },
 }
 
 /// Rebuilds running on, and queued for, one destination host.
@@ -134,6 +143,8 @@ pub struct World {
     next_event_seq: u64,
     pub(crate) identity: Identity,
     pub(crate) flavors: Vec<Flavor>,
+    /// Glance's images, oldest first.
+    pub(crate) images: Vec<Image>,
     pub(crate) hosts: Vec<Host>,
     pub(crate) host_index: HashMap<String, usize>,
     /// (vcpus, ram_mb) allocated per host index.
@@ -248,6 +259,10 @@ impl World {
             EventKind::ConductorTimeout { migration_id } => {
                 self.conductor_timed_out(t, migration_id)
             }
+            EventKind::Boot {
+                instance_id,
+                generation,
+            } => self.boot_due(t, &instance_id, generation),
         }
     }
 

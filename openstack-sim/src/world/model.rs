@@ -238,6 +238,18 @@ pub struct Flavor {
     pub disk_gb: u64,
 }
 
+/// An image Glance holds (the compute API's image proxy shows it).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Image {
+    pub id: String,
+    pub name: String,
+    /// Bytes.
+    pub size: u64,
+    pub min_disk_gb: u64,
+    pub min_ram_mb: u64,
+    pub created: DateTime<Utc>,
+}
+
 /// A block device mapping: which volume a server uses and which Cinder attachment Nova holds.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BlockDeviceMapping {

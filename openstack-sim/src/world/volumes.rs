@@ -83,7 +83,12 @@ impl World {
         volume.status = "attaching".into();
     }
 
-    fn remove_attachment(&mut self, volume_id: &str, attachment_id: &str, wall: DateTime<Utc>) {
+    pub(crate) fn remove_attachment(
+        &mut self,
+        volume_id: &str,
+        attachment_id: &str,
+        wall: DateTime<Utc>,
+    ) {
         let volume = self.volumes.get_mut(volume_id).expect("known volume");
         volume.attachments.retain(|a| a.id != attachment_id);
         self.attachment_volume.remove(attachment_id);

@@ -354,3 +354,38 @@ async fn tokens_carry_the_roles_their_assignment_implies() {
     assert_eq!(roles("demo", "demo").await, ["member", "reader"]);
     assert_eq!(roles("reader", "demo").await, ["reader"]);
 }
+
+/// The catalog of the admin's password token.
+async fn admin_catalog(h: &crate::helpers::Harness) -> Vec<serde_json::Value> {
+    let body = json!({"auth": {
+        "identity": {"methods": ["password"], "password": {"user": {"name": "admin", "domain": {"name": "Default"}, "password": "secret"}}},
+        "scope": {"project": {"name": "admin", "domain": {"name": "Default"}}}}});
+    let a = h
+        .send(Method::POST, "/identity/v3/auth/tokens", &[], Some(body))
+        .await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    a.body["token"]["catalog"].as_array().unwrap().clone()
+}
+
+/// An operator registers instance-ha's REST API (Masakari's service type,
+/// `instance-ha`) in the catalog: clients find it there, as on a cloud
+/// running Masakari; a cloud that registers none lists none.
+#[tokio::test]
+async fn an_instance_ha_endpoint_is_in_the_catalog_when_registered() {
+    let plain = start(two_hosts(manual_settings())).await;
+    let catalog = admin_catalog(&plain).await;
+    assert!(catalog.iter().all(|e| e["type"] != "instance-ha"));
+
+    let mut settings = manual_settings();
+    settings.instance_ha_url = Some("http://127.0.0.1:15868/v1".into());
+    let h = start(two_hosts(settings)).await;
+    let catalog = admin_catalog(&h).await;
+    let entry = catalog
+        .iter()
+        .find(|e| e["type"] == "instance-ha")
+        .expect("instance-ha in the catalog");
+    assert_eq!(entry["name"], "masakari");
+    for endpoint in entry["endpoints"].as_array().unwrap() {
+        assert_eq!(endpoint["url"], "http://127.0.0.1:15868/v1");
+    }
+}

@@ -10,6 +10,7 @@ mod faults;
 mod helpers;
 mod keystone;
 mod nova_admin;
+mod nova_boot;
 mod nova_evacuate;
 mod nova_rebuilds;
 mod nova_servers;

@@ -282,3 +282,33 @@ async fn a_rest_notification_is_recovered_and_watched_over_grpc() {
     .expect(200);
     cloud.stop().await;
 }
+
+/// A process `STARTED` report is no recovery in Masakari 22
+/// (`_handle_notification_type_process`, `masakari/engine/manager.py`): it
+/// finishes with no workflow step, so at 1.1 its details are `[]`, which
+/// Masakari's functional suite checks (`test_process_notifications.py`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_started_report_shows_no_workflow_step() {
+    let cloud = Cloud::start(two_hosts_and_a_spare(), Auth::Off).await;
+    let rest = Rest::at_addr(cloud.rest);
+    let segment = rest.segment("rack-a").await;
+    let seg = segment["uuid"].as_str().unwrap().to_owned();
+    rest.host(&seg, "compute-01").await;
+
+    let started = json!({"notification": {
+        "type": "PROCESS",
+        "hostname": "compute-01",
+        "generated_time": now(),
+        "payload": {"event": "STARTED", "process_name": "/usr/local/bin/nova-compute"},
+    }});
+    let accepted = rest.version("1.1").post("/v1/notifications", started).await;
+    assert_eq!(accepted.version_header(), Some("instance-ha 1.1"));
+    let uuid = accepted.expect(202)["notification"]["notification_uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let n = terminal(&rest, &uuid).await;
+    assert_eq!(n["status"], "finished", "{n:#}");
+    assert_eq!(n["recovery_workflow_details"], json!([]), "{n:#}");
+    cloud.stop().await;
+}

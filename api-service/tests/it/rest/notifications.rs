@@ -44,7 +44,7 @@ async fn notifications_are_accepted_as_masakari_does(backend: Backend) {
         )
         .await;
     let n = accepted.expect(202)["notification"].clone();
-    assert_eq!(accepted.version_header(), Some("masakari 1.0"));
+    assert_eq!(accepted.version_header(), Some("instance-ha 1.0"));
     assert!(n["id"].as_i64().unwrap() > 0);
     assert_eq!(n["type"], "COMPUTE_HOST");
     assert_eq!(n["status"], "new");

@@ -32,7 +32,7 @@ async fn segments_are_created_shown_updated_and_deleted(backend: Backend) {
     let created_at = segment["created_at"].as_str().unwrap();
     assert_eq!(created_at.len(), "2017-04-21T08:59:53.991030".len());
     assert_eq!(&created_at[10..11], "T");
-    assert_eq!(created.version_header(), Some("masakari 1.0"));
+    assert_eq!(created.version_header(), Some("instance-ha 1.0"));
 
     let shown = rest.get(&format!("/v1/segments/{uuid}")).await;
     assert_eq!(shown.expect(200)["segment"], segment);
@@ -135,7 +135,7 @@ async fn segment_bodies_are_checked(backend: Backend) {
         .unwrap()
         .to_owned();
     assert_eq!(created.body["segment"]["enabled"], false);
-    assert_eq!(created.version_header(), Some("masakari 1.2"));
+    assert_eq!(created.version_header(), Some("instance-ha 1.2"));
     // Booleans may be strings, as Masakari's schema allows.
     let enabled = rest
         .version("1.2")
