@@ -29,6 +29,7 @@ mod report;
 mod runs;
 mod scenario;
 mod sim;
+mod soak;
 mod stats;
 
 use std::path::PathBuf;
@@ -175,6 +176,10 @@ enum Command {
     /// against a cloud until Ctrl-C: to point it at a real Keystone and
     /// Nova. Its files and logs are in the work directory.
     MasakariServe(ServeArgs),
+    /// A steady stream of host failures with repaired hosts returning and
+    /// Nova answering a share of its calls 503: every report must end
+    /// finished and every instance be back (issue 25).
+    Soak(soak::SoakArgs),
     /// Only Masakari's modelled figures for the scenarios (no process runs).
     Model {
         /// Scenario names (default: every named scenario).
@@ -407,6 +412,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             scenarios: names,
             seed,
         } => return print_models(names, *seed),
+        Command::Soak(args) => return soak::command(common, args).await,
         Command::MasakariServe(_) => (None, None),
     };
 

@@ -123,11 +123,11 @@ fn secs_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
     (b - a).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6
 }
 
-fn now() -> prost_types::Timestamp {
+pub(crate) fn now() -> prost_types::Timestamp {
     instanceha_proto::time::timestamp(Utc::now())
 }
 
-fn status_name(status: i32) -> String {
+pub(crate) fn status_name(status: i32) -> String {
     pb::NotificationStatus::try_from(status)
         .map(|s| {
             s.as_str_name()
@@ -147,7 +147,7 @@ fn vmove_status_name(status: i32) -> String {
         .unwrap_or_else(|_| format!("unknown-{status}"))
 }
 
-fn is_final(status: i32) -> bool {
+pub(crate) fn is_final(status: i32) -> bool {
     matches!(
         pb::NotificationStatus::try_from(status),
         Ok(pb::NotificationStatus::Finished
@@ -260,7 +260,7 @@ async fn measure(
 }
 
 /// The segment and its hosts.
-async fn register_segment(
+pub(crate) async fn register_segment(
     channel: tonic::transport::Channel,
     scenario: &Scenario,
 ) -> anyhow::Result<pb::Segment> {
@@ -435,7 +435,7 @@ fn default_timeout(options: &RecoverySettings) -> Duration {
     )
 }
 
-async fn list_notifications(
+pub(crate) async fn list_notifications(
     client: &mut NotificationServiceClient<tonic::transport::Channel>,
     segment_id: &str,
 ) -> anyhow::Result<Vec<pb::Notification>> {

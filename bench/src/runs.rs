@@ -29,7 +29,7 @@ pub struct Bench<'a> {
 impl Bench<'_> {
     /// The directory of one run, created; instance-ha's runs get the
     /// extra environment of the command line, Masakari's none.
-    fn run_dir(&self, name: &str, ours: bool) -> anyhow::Result<RunDir> {
+    pub fn run_dir(&self, name: &str, ours: bool) -> anyhow::Result<RunDir> {
         let (engine_env, api_env) = if ours {
             (self.common.engine_env.clone(), self.common.api_env.clone())
         } else {

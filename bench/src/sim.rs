@@ -136,6 +136,24 @@ impl SimControl {
             .await
     }
 
+    /// Gives the host its power back: it boots, and its nova-compute
+    /// reports again.
+    pub async fn power_on(&self, host: &str) -> anyhow::Result<()> {
+        self.post(&format!("/sim/hosts/{host}/power-on"), json!({}))
+            .await
+    }
+
+    /// Makes nova-api answer this share of its calls 503 (seeded), for
+    /// good.
+    pub async fn nova_errors(&self, share: f64) -> anyhow::Result<()> {
+        let rule = json!({
+            "service": "compute",
+            "effect": {"kind": "error", "status": 503, "body": "html"},
+            "probability": share,
+        });
+        self.post("/sim/faults", rule).await
+    }
+
     /// Jumps simulated time forward.
     pub async fn advance(&self, secs: f64) -> anyhow::Result<()> {
         self.post("/sim/clock/advance", json!({ "secs": secs }))

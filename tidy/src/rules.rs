@@ -45,6 +45,7 @@ pub const PROTOBUF_EDGES: &[&str] = &[
     "bench/src/recovery.rs",
     "bench/src/recovery/",
     "bench/src/real.rs",
+    "bench/src/soak.rs",
     // The test kit (simulator + engine + API for the demo, the benchmark
     // and the system tests) drives the services over gRPC as tests do.
     "testkit/",
