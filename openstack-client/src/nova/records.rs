@@ -254,7 +254,10 @@ mod tests {
                        "extra_specs": {"instance_ha:priority": "1", "hw:numa_nodes": 2}}
         }))
         .unwrap();
-        assert_eq!(embedded.flavor_extra_spec("instance_ha:priority"), Some("1"));
+        assert_eq!(
+            embedded.flavor_extra_spec("instance_ha:priority"),
+            Some("1")
+        );
         assert_eq!(embedded.flavor_extra_spec("hw:numa_nodes"), Some("2"));
         let linked: Server = serde_json::from_value(json!({
             "id": "b", "flavor": {"id": "1", "links": []}
