@@ -1,0 +1,147 @@
+//! Evacuation tiers and exclusions end to end: `instance_ha:priority` from
+//! metadata or the flavor's extra specs, a segment's default tier
+//! (`[[host_failure.segment]]`), and `instance_ha:evacuate=false`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use instanceha_engine::config::SegmentSelection;
+use instanceha_proto::v1 as pb;
+use openstack_sim::Scenario;
+use openstack_sim::scenario::{FlavorSpec, HostSpec, InstanceSpec};
+
+use instanceha_testkit::check::{assert_status, vmove_status};
+use instanceha_testkit::cloud::{Cloud, fast};
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn marked(name: &str, key: &str, value: &str) -> InstanceSpec {
+    let mut spec = InstanceSpec::new(name, "compute-01").ha(true);
+    spec.metadata.insert(key.into(), value.into());
+    spec
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiers_are_requested_in_order_and_an_excluded_instance_is_left_alone() {
+    let gold = FlavorSpec {
+        name: "gold".into(),
+        vcpus: 1,
+        ram_mb: 1024,
+        extra_specs: BTreeMap::from([("instance_ha:priority".into(), "1".into())]),
+        ..FlavorSpec::default()
+    };
+    let mut builder = Scenario::builder()
+        .flavor(gold)
+        .host(HostSpec::new("compute-01"))
+        .host(HostSpec::new("compute-02"));
+    // Listed with the last tiers first, so that the order is the engine's.
+    let instances = [
+        InstanceSpec::new("unmarked-1", "compute-01").ha(true),
+        marked("second-1", "instance_ha:priority", "2"),
+        InstanceSpec::new("unmarked-2", "compute-01").ha(true),
+        marked("first-by-metadata", "instance_ha:priority", "1"),
+        marked("second-2", "instance_ha:priority", "2"),
+        InstanceSpec::new("first-by-flavor", "compute-01")
+            .ha(true)
+            .flavor("gold"),
+        marked("left-alone", "instance_ha:evacuate", "false"),
+        marked("second-3", "instance_ha:priority", "2"),
+    ];
+    for spec in instances {
+        builder = builder.instance(spec);
+    }
+    let mut cloud = Cloud::start_with(
+        fast(builder),
+        |engine| {
+            // The test segment's unmarked instances go in tier 3.
+            engine.host_failure.segment.push(SegmentSelection {
+                name: "rack-a".into(),
+                default_priority: Some(3),
+                ..SegmentSelection::default()
+            });
+        },
+        |_| {},
+    )
+    .await;
+    cloud
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
+        .await;
+    let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(vmoves.len(), 7, "every instance but the excluded one");
+    assert!(
+        vmoves
+            .iter()
+            .all(|v| vmove_status(v) == pb::VmoveStatus::Succeeded)
+    );
+
+    let tier_of = |name: &str| match name {
+        "first-by-metadata" | "first-by-flavor" => 1,
+        n if n.starts_with("second") => 2,
+        _ => 3,
+    };
+    let names: BTreeMap<String, String> = [
+        "unmarked-1",
+        "unmarked-2",
+        "first-by-metadata",
+        "first-by-flavor",
+        "second-1",
+        "second-2",
+        "second-3",
+        "left-alone",
+    ]
+    .into_iter()
+    .map(|name| (cloud.server(name).id, name.to_owned()))
+    .collect();
+    let log = cloud.sim.request_log(None);
+    let evacuated: Vec<(u64, &str)> = log
+        .iter()
+        .filter(|r| r.action.as_deref() == Some("evacuate"))
+        .map(|r| {
+            let id = r.instance_id.as_deref().unwrap_or_default();
+            (r.seq, names[id].as_str())
+        })
+        .collect();
+    assert_eq!(evacuated.len(), 7, "{evacuated:?}");
+    assert!(
+        evacuated
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && tier_of(w[0].1) <= tier_of(w[1].1)),
+        "every evacuate of a tier before the next tier's: {evacuated:?}"
+    );
+
+    // The excluded instance: never evacuated, never locked, still there,
+    // and named in the progress with the reason.
+    let left = cloud.server("left-alone");
+    assert!(
+        log.iter()
+            .all(|r| r.instance_id.as_deref() != Some(left.id.as_str()) || r.method == "GET"),
+        "nothing but reads touched the excluded instance"
+    );
+    assert_eq!(left.host.as_deref(), Some("compute-01"));
+    assert!(!left.locked);
+    assert!(
+        n.progress_events.iter().any(|p| {
+            p.state == pb::ProgressState::Skipped as i32
+                && p.message.contains("left-alone")
+                && p.message.contains("instance_ha:evacuate=false")
+        }),
+        "{:?}",
+        n.progress_events
+    );
+    // The plan names each instance's tier.
+    let plan = n
+        .progress_events
+        .iter()
+        .find(|p| p.message.starts_with("evacuated tier by tier"))
+        .expect("the tiers in the progress");
+    for (name, tier) in [("first-by-flavor", "tier 1"), ("second-3", "tier 2")] {
+        let at = plan.message.find(name).unwrap();
+        let tier_at = plan.message.find(tier).unwrap();
+        assert!(tier_at < at, "{}", plan.message);
+    }
+    assert!(plan.message.contains("tier 3: "), "{}", plan.message);
+}
