@@ -23,6 +23,30 @@ fn marked(name: &str, key: &str, value: &str) -> InstanceSpec {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tiers_are_requested_in_order_and_an_excluded_instance_is_left_alone() {
+    let mut cloud = three_tiers_and_an_excluded_instance().await;
+    cloud
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
+        .await;
+    let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(vmoves.len(), 7, "every instance but the excluded one");
+    assert!(
+        vmoves
+            .iter()
+            .all(|v| vmove_status(v) == pb::VmoveStatus::Succeeded)
+    );
+    evacuates_came_tier_by_tier(&cloud);
+    excluded_was_left_alone(&cloud, &n);
+    plan_names_the_tiers(&n);
+}
+
+/// Tier 1 by flavor and by metadata, tier 2 by metadata, tier 3 the
+/// segment's default, and one instance excluded; listed with the last
+/// tiers first, so that the order is the engine's.
+async fn three_tiers_and_an_excluded_instance() -> Cloud {
     let gold = FlavorSpec {
         name: "gold".into(),
         vcpus: 1,
@@ -34,7 +58,6 @@ async fn tiers_are_requested_in_order_and_an_excluded_instance_is_left_alone() {
         .flavor(gold)
         .host(HostSpec::new("compute-01"))
         .host(HostSpec::new("compute-02"));
-    // Listed with the last tiers first, so that the order is the engine's.
     let instances = [
         InstanceSpec::new("unmarked-1", "compute-01").ha(true),
         marked("second-1", "instance_ha:priority", "2"),
@@ -50,7 +73,7 @@ async fn tiers_are_requested_in_order_and_an_excluded_instance_is_left_alone() {
     for spec in instances {
         builder = builder.instance(spec);
     }
-    let mut cloud = Cloud::start_with(
+    Cloud::start_with(
         fast(builder),
         |engine| {
             // The test segment's unmarked instances go in tier 3.
@@ -62,22 +85,12 @@ async fn tiers_are_requested_in_order_and_an_excluded_instance_is_left_alone() {
         },
         |_| {},
     )
-    .await;
-    cloud
-        .segment(
-            pb::RecoveryMethod::Auto,
-            &instanceha_testkit::cloud::TWO_HOSTS,
-        )
-        .await;
-    let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
-    assert_status(&n, pb::NotificationStatus::Finished);
-    assert_eq!(vmoves.len(), 7, "every instance but the excluded one");
-    assert!(
-        vmoves
-            .iter()
-            .all(|v| vmove_status(v) == pb::VmoveStatus::Succeeded)
-    );
+    .await
+}
 
+/// The simulator's request log: every evacuate of a tier before any of the
+/// next tier's.
+fn evacuates_came_tier_by_tier(cloud: &Cloud) {
     let tier_of = |name: &str| match name {
         "first-by-metadata" | "first-by-flavor" => 1,
         n if n.starts_with("second") => 2,
@@ -112,9 +125,12 @@ async fn tiers_are_requested_in_order_and_an_excluded_instance_is_left_alone() {
             .all(|w| w[0].0 < w[1].0 && tier_of(w[0].1) <= tier_of(w[1].1)),
         "every evacuate of a tier before the next tier's: {evacuated:?}"
     );
+}
 
-    // The excluded instance: never evacuated, never locked, still there,
-    // and named in the progress with the reason.
+/// The excluded instance: never evacuated, never locked, still there, and
+/// named in the progress with the reason.
+fn excluded_was_left_alone(cloud: &Cloud, n: &pb::Notification) {
+    let log = cloud.sim.request_log(None);
     let left = cloud.server("left-alone");
     assert!(
         log.iter()
@@ -132,7 +148,10 @@ async fn tiers_are_requested_in_order_and_an_excluded_instance_is_left_alone() {
         "{:?}",
         n.progress_events
     );
-    // The plan names each instance's tier.
+}
+
+/// The plan names each instance's tier.
+fn plan_names_the_tiers(n: &pb::Notification) {
     let plan = n
         .progress_events
         .iter()
