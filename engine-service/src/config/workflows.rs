@@ -106,6 +106,11 @@ pub struct HostFailureSettings {
     pub priority_key: String,
     /// The tier of instances naming none; unset: after every numbered tier.
     pub default_priority: Option<i64>,
+    /// Instances whose flavor asks for a device (`pci_passthrough:alias`,
+    /// `resources:VGPU`) go only to the segment's reserved hosts in this
+    /// host aggregate (none: the instance fails, saying so); unset: they
+    /// are evacuated like any other.
+    pub device_aggregate: Option<String>,
     /// `[[host_failure.segment]]`: a segment's own selection settings.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub segment: Vec<SegmentSelection>,
@@ -130,6 +135,7 @@ impl Default for HostFailureSettings {
             evacuate_key: rules.priority.evacuate_key,
             priority_key: rules.priority.priority_key,
             default_priority: None,
+            device_aggregate: None,
             segment: Vec::new(),
             add_reserved_host_to_aggregate: false,
             clear_blocking_volume_attachments: true,
@@ -155,6 +161,8 @@ pub struct SegmentSelection {
     pub priority_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_aggregate: Option<String>,
 }
 
 impl HostFailureSettings {
@@ -169,6 +177,7 @@ impl HostFailureSettings {
                 evacuate_key: self.evacuate_key.clone(),
                 priority_key: self.priority_key.clone(),
                 default_tier: tier(self.default_priority),
+                device_aggregate: self.device_aggregate.clone(),
             },
         };
         let segments = self
@@ -196,6 +205,12 @@ impl HostFailureSettings {
                 if s.default_priority.is_some() {
                     rules.priority.default_tier = tier(s.default_priority);
                 }
+                if s.device_aggregate.is_some() {
+                    rules
+                        .priority
+                        .device_aggregate
+                        .clone_from(&s.device_aggregate);
+                }
                 (s.name.clone(), rules)
             })
             .collect();
@@ -210,6 +225,7 @@ impl HostFailureSettings {
             Some(&self.ha_enabled_instance_metadata_key),
             Some(&self.evacuate_key),
             Some(&self.priority_key),
+            self.device_aggregate.as_ref(),
             self.default_priority,
         )?;
         let mut seen = std::collections::BTreeSet::new();
@@ -229,6 +245,7 @@ impl HostFailureSettings {
                 s.ha_enabled_instance_metadata_key.as_ref(),
                 s.evacuate_key.as_ref(),
                 s.priority_key.as_ref(),
+                s.device_aggregate.as_ref(),
                 s.default_priority,
             )?;
         }
@@ -246,12 +263,14 @@ fn check_selection(
     ha_key: Option<&String>,
     evacuate_key: Option<&String>,
     priority_key: Option<&String>,
+    device_aggregate: Option<&String>,
     default_priority: Option<i64>,
 ) -> Result<(), String> {
     for (name, key) in [
         ("ha_enabled_instance_metadata_key", ha_key),
         ("evacuate_key", evacuate_key),
         ("priority_key", priority_key),
+        ("device_aggregate", device_aggregate),
     ] {
         if key.is_some_and(|k| k.trim().is_empty()) {
             return Err(format!("{at}.{name} must not be empty"));

@@ -28,6 +28,8 @@ pub(super) struct EvacuationJob {
     pub prior_state: Option<PriorState>,
     /// Its evacuation is requested after those of the tiers before it.
     pub tier: Tier,
+    /// The device it needs, when the segment sends those to an aggregate.
+    pub device: Option<String>,
 }
 
 /// How following an evacuation ended.

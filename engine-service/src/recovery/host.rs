@@ -13,6 +13,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
+use super::devices::DeviceTargets;
 use super::evacuate::EvacuationJob;
 use super::migrations::MigrationWatch;
 use super::reserved::ReservedHosts;
@@ -297,6 +298,7 @@ impl Run {
                 listed: Some(chosen.server),
                 prior_state: None,
                 tier: chosen.tier,
+                device: chosen.device,
             })
             .collect()))
     }
@@ -353,6 +355,7 @@ impl Run {
             self.settings().max_concurrent_instances.max(1),
         ));
         let shared = Arc::new(Shared {
+            devices: self.device_targets(&jobs).await,
             targets,
             watch,
             reserved: ReservedHosts::default(),
@@ -405,14 +408,29 @@ impl Run {
         if let Some(ticket) = &slot.tier {
             ticket.wait_turn().await;
         }
-        slot.hold().await;
-        let _in_recovery = InRecovery::count(&self.engine.in_recovery);
         let start = Utc::now();
         let instance_id = job.instance_id.clone();
+        let targets = match (&job.device, &shared.devices) {
+            (Some(need), Some(devices)) => {
+                match devices.for_instance(need, &self.request.segment_name) {
+                    Ok(targets) => targets,
+                    Err(failed) => {
+                        self.reporter.instance_started(&instance_id, start);
+                        record_outcome(&instance_id, Some(&failed));
+                        self.reporter
+                            .instance_finished(&instance_id, failed.clone(), start);
+                        return Some(failed);
+                    }
+                }
+            }
+            _ => &shared.targets,
+        };
+        slot.hold().await;
+        let _in_recovery = InRecovery::count(&self.engine.in_recovery);
         self.reporter.instance_started(&instance_id, start);
         let work = self.evacuate_instance(
             job,
-            &shared.targets,
+            targets,
             &shared.watch,
             &shared.reserved,
             shared.fenced,
@@ -464,6 +482,7 @@ impl Run {
                 listed: None,
                 prior_state: r.prior_state,
                 tier: Tier::Default,
+                device: None,
             })
             .collect()
     }
@@ -493,6 +512,8 @@ impl Run {
 /// What every worker of a run shares.
 struct Shared {
     targets: Vec<Target>,
+    /// Where device instances may go, if any is among the jobs.
+    devices: Option<DeviceTargets>,
     watch: Arc<MigrationWatch>,
     reserved: ReservedHosts,
     fenced: bool,

@@ -3,6 +3,7 @@
 //! No error escapes: every instance a run announces gets exactly one
 //! result, even if its worker panics, and every run ends with `Done`.
 
+mod devices;
 mod evacuate;
 mod failed_host;
 mod follow;

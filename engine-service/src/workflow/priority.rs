@@ -35,6 +35,9 @@ pub struct PriorityRules {
     /// The tier of instances without a (valid) priority; `None`: after
     /// every numbered tier.
     pub default_tier: Option<u32>,
+    /// Instances needing a device (PCI passthrough, vGPU) go only to the
+    /// segment's reserved hosts in this aggregate; `None`: anywhere.
+    pub device_aggregate: Option<String>,
 }
 
 impl Default for PriorityRules {
@@ -43,6 +46,7 @@ impl Default for PriorityRules {
             evacuate_key: "instance_ha:evacuate".to_owned(),
             priority_key: "instance_ha:priority".to_owned(),
             default_tier: None,
+            device_aggregate: None,
         }
     }
 }
@@ -104,6 +108,19 @@ pub fn tier_of(server: &Server, rules: &PriorityRules) -> (Tier, Option<String>)
             )),
         ),
     }
+}
+
+/// The flavor extra specs that ask for a device on the host.
+pub const DEVICE_SPECS: [&str; 2] = ["pci_passthrough:alias", "resources:VGPU"];
+
+/// The device the instance's flavor asks for (`pci_passthrough:alias`,
+/// `resources:VGPU`), said as the flavor says it, if any.
+pub fn device_need(server: &Server) -> Option<String> {
+    DEVICE_SPECS.iter().find_map(|key| {
+        server
+            .flavor_extra_spec(key)
+            .map(|value| format!("flavor {key}={value}"))
+    })
 }
 
 #[cfg(test)]
@@ -186,6 +203,23 @@ mod tests {
             let s = server(&[("instance_ha:evacuate", other)], &[]);
             assert_eq!(exclusion(&s, &rules), None, "{other}");
         }
+    }
+
+    #[test]
+    fn devices_are_read_from_the_flavor() {
+        assert_eq!(device_need(&server(&[], &[])), None);
+        let pci = server(&[], &[("pci_passthrough:alias", "a1:2")]);
+        assert_eq!(
+            device_need(&pci).as_deref(),
+            Some("flavor pci_passthrough:alias=a1:2")
+        );
+        let vgpu = server(&[], &[("resources:VGPU", "1")]);
+        assert_eq!(
+            device_need(&vgpu).as_deref(),
+            Some("flavor resources:VGPU=1")
+        );
+        // Metadata does not give an instance a device.
+        assert_eq!(device_need(&server(&[("resources:VGPU", "1")], &[])), None);
     }
 
     #[test]

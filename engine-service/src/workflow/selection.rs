@@ -52,6 +52,9 @@ pub struct Chosen {
     pub ha_enabled: bool,
     /// Something about its markings worth saying (an unreadable priority).
     pub note: Option<String>,
+    /// The device it needs, when the rules send such instances only to
+    /// an aggregate's reserved hosts.
+    pub device: Option<String>,
 }
 
 /// The outcome of a selection.
@@ -88,11 +91,17 @@ pub fn select_instances(servers: Vec<Server>, rules: &SelectionRules) -> Selecti
             skipped.push((server, format!("excluded from evacuation ({marked})")));
         } else if ha_enabled || rules.evacuate_all_instances {
             let (tier, note) = priority::tier_of(&server, &rules.priority);
+            let device = rules
+                .priority
+                .device_aggregate
+                .as_ref()
+                .and_then(|_| priority::device_need(&server));
             recover.push(Chosen {
                 server,
                 tier,
                 ha_enabled,
                 note,
+                device,
             });
         } else {
             let reason = format!(

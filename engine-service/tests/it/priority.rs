@@ -8,7 +8,7 @@ use std::time::Duration;
 use instanceha_engine::config::SegmentSelection;
 use instanceha_proto::v1 as pb;
 use openstack_sim::Scenario;
-use openstack_sim::scenario::{FlavorSpec, HostSpec, InstanceSpec};
+use openstack_sim::scenario::{AggregateSpec, FlavorSpec, HostSpec, InstanceSpec};
 
 use instanceha_testkit::check::{assert_status, vmove_status};
 use instanceha_testkit::cloud::{Cloud, fast};
@@ -163,4 +163,105 @@ fn plan_names_the_tiers(n: &pb::Notification) {
         assert!(tier_at < at, "{}", plan.message);
     }
     assert!(plan.message.contains("tier 3: "), "{}", plan.message);
+}
+
+/// compute-01 fails with a PCI instance, a vGPU instance and a plain one;
+/// compute-03 is the segment's reserved host (recovery method
+/// auto_priority: the scheduler first); `aggregate` is the hosts of the engine's device aggregate.
+async fn devices_cloud(aggregate: &[&str]) -> Cloud {
+    let flavor = |name: &str, spec: &str, value: &str| FlavorSpec {
+        name: name.into(),
+        vcpus: 1,
+        ram_mb: 1024,
+        extra_specs: BTreeMap::from([(spec.into(), value.into())]),
+        ..FlavorSpec::default()
+    };
+    let scenario = Scenario::builder()
+        .flavor(flavor("pci", "pci_passthrough:alias", "a1:1"))
+        .flavor(flavor("vgpu", "resources:VGPU", "1"))
+        .aggregate(AggregateSpec {
+            name: "gpu-reserved".into(),
+            availability_zone: None,
+            metadata: BTreeMap::new(),
+            hosts: aggregate.iter().map(|h| (*h).to_owned()).collect(),
+        })
+        .host(HostSpec::new("compute-01"))
+        .host(HostSpec::new("compute-02"))
+        .host(HostSpec::new("compute-03").disabled("reserved for instance HA"))
+        .instance(
+            InstanceSpec::new("pci-1", "compute-01")
+                .ha(true)
+                .flavor("pci"),
+        )
+        .instance(
+            InstanceSpec::new("vgpu-1", "compute-01")
+                .ha(true)
+                .flavor("vgpu"),
+        )
+        .instance(InstanceSpec::new("plain-1", "compute-01").ha(true));
+    let mut cloud = Cloud::start_with(
+        fast(scenario),
+        |engine| engine.host_failure.device_aggregate = Some("gpu-reserved".into()),
+        |_| {},
+    )
+    .await;
+    cloud
+        .segment(
+            pb::RecoveryMethod::AutoPriority,
+            &instanceha_testkit::cloud::TWO_HOSTS_AND_A_SPARE,
+        )
+        .await;
+    cloud
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_instances_go_only_to_the_aggregates_reserved_hosts() {
+    let mut cloud = devices_cloud(&["compute-03"]).await;
+    let (n, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+    assert_eq!(vmoves.len(), 3);
+    // The scheduler's pick for the others (the spare is disabled).
+    let plain = vmoves
+        .iter()
+        .find(|v| v.instance_name == "plain-1")
+        .unwrap();
+    assert_eq!(plain.dest_host, "compute-02");
+    for name in ["pci-1", "vgpu-1"] {
+        let v = vmoves.iter().find(|v| v.instance_name == name).unwrap();
+        assert_eq!(vmove_status(v), pb::VmoveStatus::Succeeded, "{v:?}");
+        assert_eq!(v.dest_host, "compute-03", "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_instance_with_no_possible_target_fails_with_that_reason() {
+    // The aggregate holds no reserved host of the segment.
+    let mut cloud = devices_cloud(&["compute-02"]).await;
+    let (_, vmoves) = cloud.recover_host("compute-01", PATIENCE).await;
+    let plain = vmoves
+        .iter()
+        .find(|v| v.instance_name == "plain-1")
+        .unwrap();
+    assert_eq!(vmove_status(plain), pb::VmoveStatus::Succeeded);
+    for name in ["pci-1", "vgpu-1"] {
+        let v = vmoves.iter().find(|v| v.instance_name == name).unwrap();
+        assert_eq!(vmove_status(v), pb::VmoveStatus::Failed, "{v:?}");
+        assert!(
+            v.message.contains("needs a device (flavor ")
+                && v.message.contains("in host aggregate gpu-reserved"),
+            "{}",
+            v.message
+        );
+        // Nova was never asked: no evacuation, no lock.
+        let id = cloud.server(name).id;
+        assert!(
+            cloud
+                .sim
+                .request_log(None)
+                .iter()
+                .all(|r| r.instance_id.as_deref() != Some(id.as_str()) || r.method == "GET"),
+            "{name}"
+        );
+        assert_eq!(cloud.server(name).host.as_deref(), Some("compute-01"));
+    }
 }
