@@ -166,7 +166,7 @@ impl Run {
         let jobs = match listed {
             Some(Ok(jobs)) => jobs,
             Some(Err(outcome)) => return Ok(outcome),
-            None => self.retried_jobs(),
+            None => self.retried_jobs().await?,
         };
 
         let jobs = with_prior_states(jobs, &watch);
@@ -459,32 +459,6 @@ impl Run {
         self.reporter
             .instance_finished(&instance_id, reported, start);
         outcome
-    }
-
-    /// A retry's instances: those still without a result, as the API
-    /// named them.
-    fn retried_jobs(&self) -> Vec<EvacuationJob> {
-        self.reporter.progress(
-            "retry_instances",
-            ProgressState::Info,
-            format!(
-                "attempt {}: recovering the {} instance(s) still without a result",
-                self.request.attempt,
-                self.request.instances.len()
-            ),
-        );
-        self.request
-            .instances
-            .iter()
-            .map(|r| EvacuationJob {
-                instance_id: r.instance_id.to_string(),
-                instance_name: r.instance_name.clone(),
-                listed: None,
-                prior_state: r.prior_state,
-                tier: Tier::Default,
-                device: None,
-            })
-            .collect()
     }
 
     /// The evacuations' end, reported: how many of them recovered.

@@ -3,12 +3,20 @@
 //! (accepted by Nova or failed) or its worker ended. Rebuilds are not
 //! waited for: only the requests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::workflow::priority::Tier;
+use super::evacuate::EvacuationJob;
+use super::{Cancelled, ProgressState, Run};
+use crate::workflow::priority::{self, Tier};
+use openstack_client::nova::Server;
+
+/// How long a retry waits for the host's listing that gives its
+/// instances' markings, before going on without them (in one tier).
+const RETRY_LISTING_WAIT: Duration = Duration::from_secs(10);
 
 /// The count of each tier's workers whose turn has not passed yet.
 #[derive(Debug)]
@@ -63,6 +71,70 @@ impl Drop for TierTicket {
                 *n = n.saturating_sub(1);
             }
         });
+    }
+}
+
+impl Run {
+    /// A retry's instances: those still without a result, as the API named
+    /// them, in the tiers (and with the devices) their markings give, read
+    /// from a fresh listing of the failed host. Without one (Nova slow or
+    /// failing, or the instance no longer there) an instance is in the
+    /// default tier; the worker reads each instance afresh in any case.
+    pub(super) async fn retried_jobs(&self) -> Result<Vec<EvacuationJob>, Cancelled> {
+        let host = &self.request.hostname;
+        self.reporter.progress(
+            "retry_instances",
+            ProgressState::Info,
+            format!(
+                "attempt {}: recovering the {} instance(s) still without a result",
+                self.request.attempt,
+                self.request.instances.len()
+            ),
+        );
+        let listing = tokio::time::timeout(
+            RETRY_LISTING_WAIT,
+            self.or_cancel(self.openstack().servers_on_host(host)),
+        );
+        let listed: HashMap<String, Server> = match listing.await {
+            Ok(Err(Cancelled)) => return Err(Cancelled),
+            Ok(Ok(Ok(servers))) => servers.into_iter().map(|s| (s.id.clone(), s)).collect(),
+            Ok(Ok(Err(e))) => self.without_markings(e.to_string()),
+            Err(_) => self.without_markings(format!("no answer within {RETRY_LISTING_WAIT:?}")),
+        };
+        let rules = &self
+            .settings()
+            .selection_for(&self.request.segment_name)
+            .priority;
+        let mut jobs: Vec<EvacuationJob> = self
+            .request
+            .instances
+            .iter()
+            .map(|r| {
+                let server = listed.get(r.instance_id.as_str());
+                EvacuationJob {
+                    instance_id: r.instance_id.to_string(),
+                    instance_name: r.instance_name.clone(),
+                    listed: None,
+                    prior_state: r.prior_state,
+                    tier: server.map_or(Tier::Default, |s| priority::tier_of(s, rules).0),
+                    device: server
+                        .filter(|_| rules.device_aggregate.is_some())
+                        .and_then(priority::device_need),
+                }
+            })
+            .collect();
+        jobs.sort_by_key(|job| job.tier);
+        Ok(jobs)
+    }
+
+    /// Says that a retry goes on without its instances' markings.
+    fn without_markings(&self, why: String) -> HashMap<String, Server> {
+        self.reporter.progress(
+            "retry_instances",
+            ProgressState::Info,
+            format!("the instances' markings could not be read ({why}): one tier"),
+        );
+        HashMap::new()
     }
 }
 
