@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use instanceha_engine::config::SegmentSelection;
 use instanceha_proto::v1 as pb;
-use openstack_sim::Scenario;
 use openstack_sim::scenario::{AggregateSpec, FlavorSpec, HostSpec, InstanceSpec};
+use openstack_sim::{FaultEffect, FaultRule, FaultService, Scenario};
 
 use instanceha_testkit::check::{assert_status, vmove_status};
 use instanceha_testkit::cloud::{Cloud, fast};
@@ -38,9 +38,48 @@ async fn tiers_are_requested_in_order_and_an_excluded_instance_is_left_alone() {
             .iter()
             .all(|v| vmove_status(v) == pb::VmoveStatus::Succeeded)
     );
-    evacuates_came_tier_by_tier(&cloud);
+    evacuates_came_tier_by_tier(&cloud, 0);
     excluded_was_left_alone(&cloud, &n);
     plan_names_the_tiers(&n);
+}
+
+/// A retried notification keeps its instances' tiers: every evacuation
+/// refused (a 500 past the outage tolerance), then retried once the cause
+/// is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_requests_its_evacuations_tier_by_tier_too() {
+    let mut cloud = three_tiers_and_an_excluded_instance().await;
+    cloud
+        .segment(
+            pb::RecoveryMethod::Auto,
+            &instanceha_testkit::cloud::TWO_HOSTS,
+        )
+        .await;
+    let refused = FaultEffect::Error {
+        status: 500,
+        body: Default::default(),
+        message: Some("the conductor is down".to_owned()),
+        retry_after: None,
+    };
+    let rule = FaultRule::new(FaultService::Compute, Some("POST"), None, refused);
+    let fault = cloud.sim.inject_fault(rule.action("evacuate")).unwrap();
+    let n = cloud.host_fails("compute-01").await;
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    assert_status(&n, pb::NotificationStatus::Failed);
+    assert!(cloud.sim.delete_fault(fault));
+    let before = cloud.sim.request_log(None).last().map_or(0, |r| r.seq);
+    cloud
+        .notifications
+        .retry_notification(pb::RetryNotificationRequest { id: n.id.clone() })
+        .await
+        .expect("a failed notification can be retried");
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    assert_status(&n, pb::NotificationStatus::Finished);
+    evacuates_came_tier_by_tier(&cloud, before);
+    assert_eq!(
+        cloud.server("left-alone").host.as_deref(),
+        Some("compute-01")
+    );
 }
 
 /// Tier 1 by flavor and by metadata, tier 2 by metadata, tier 3 the
@@ -88,9 +127,9 @@ async fn three_tiers_and_an_excluded_instance() -> Cloud {
     .await
 }
 
-/// The simulator's request log: every evacuate of a tier before any of the
-/// next tier's.
-fn evacuates_came_tier_by_tier(cloud: &Cloud) {
+/// The simulator's request log after `after`: every evacuate of a tier
+/// before any of the next tier's.
+fn evacuates_came_tier_by_tier(cloud: &Cloud, after: u64) {
     let tier_of = |name: &str| match name {
         "first-by-metadata" | "first-by-flavor" => 1,
         n if n.starts_with("second") => 2,
@@ -112,7 +151,7 @@ fn evacuates_came_tier_by_tier(cloud: &Cloud) {
     let log = cloud.sim.request_log(None);
     let evacuated: Vec<(u64, &str)> = log
         .iter()
-        .filter(|r| r.action.as_deref() == Some("evacuate"))
+        .filter(|r| r.seq > after && r.action.as_deref() == Some("evacuate"))
         .map(|r| {
             let id = r.instance_id.as_deref().unwrap_or_default();
             (r.seq, names[id].as_str())
