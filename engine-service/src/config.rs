@@ -21,10 +21,10 @@ mod workflows;
 pub use link::LinkSettings;
 pub use workflows::{
     HostFailureSettings, InstanceFailureSettings, ProcessFailureSettings, RecoverySettings,
+    SegmentSelection,
 };
 
 use crate::recovery::WorkflowSettings;
-use crate::workflow::selection::SelectionRules;
 use openstack_client::ClientSettings;
 use openstack_client::credentials::{
     self, AuthSettings, Credentials, clouds_yaml_paths, load_cloud,
@@ -211,6 +211,7 @@ impl Settings {
                 humantime::format_duration(r.evacuation_timeout)
             )));
         }
+        self.host_failure.validate().map_err(Error::Invalid)?;
         self.telemetry.validate().map_err(Error::Invalid)?;
         self.connections
             .validate("connections")
@@ -318,6 +319,7 @@ impl Settings {
     /// The settings the workflows run with.
     pub fn recovery_settings(&self) -> WorkflowSettings {
         let h = &self.host_failure;
+        let (selection, segment_selection) = h.selection_rules();
         WorkflowSettings {
             max_concurrent_instances: self.recovery.max_concurrent_instances,
             poll_interval: self.recovery.poll_interval,
@@ -331,11 +333,8 @@ impl Settings {
             host_disable_reason: h.service_disable_reason.clone(),
             wait_after_service_update: h.wait_after_service_update,
             service_down_timeout: h.service_down_timeout,
-            selection: SelectionRules {
-                ha_enabled_key: h.ha_enabled_instance_metadata_key.clone(),
-                evacuate_all_instances: h.evacuate_all_instances,
-                ignore_instances_in_error_state: h.ignore_instances_in_error_state,
-            },
+            selection,
+            segment_selection,
             add_reserved_host_to_aggregate: h.add_reserved_host_to_aggregate,
             clear_blocking_volume_attachments: h.clear_blocking_volume_attachments,
             process_all_instances: self.instance_failure.process_all_instances,

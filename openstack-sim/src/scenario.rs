@@ -97,15 +97,15 @@ pub struct AppCredentialSpec {
     pub secret: String,
 }
 
-/// A flavor.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+/// A flavor (`name`, `vcpus` and `ram_mb` required; `extra_specs` shown in servers from 2.47).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
 pub struct FlavorSpec {
     pub name: String,
     pub vcpus: u32,
     pub ram_mb: u64,
-    #[serde(default)]
     pub disk_gb: u64,
+    pub extra_specs: BTreeMap<String, String>,
 }
 
 /// A host aggregate. `hosts` entries may use `*` wildcards.

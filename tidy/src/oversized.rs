@@ -49,7 +49,6 @@ const TABLE: &str = "
   102 conformance/tests/it/sim_vs_real.rs::on_real  one test scenario told start to end
   135 conformance/tests/it/sim_vs_real.rs::on_sim  one test scenario told start to end
   170 engine-service/src/recovery/evacuate.rs::evacuate_locked  the evacuation of a locked instance, step by step
-  101 engine-service/src/recovery/host.rs::evacuate_all  the evacuations of a host and their limits
   142 engine-service/src/recovery/host.rs::host_failure_steps  the host-failure workflow, step by step
   122 engine-service/src/recovery/process.rs::process_failure_steps  the process-failure workflow, step by step
  1111 engine-service/tests/it/fault_matrix.rs  the fault matrix: call sites, faults, runner and invariants

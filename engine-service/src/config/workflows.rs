@@ -1,10 +1,12 @@
 //! The workflows' settings: `[recovery]` (the pacing of every workflow),
 //! `[host_failure]`, `[instance_failure]` and `[process_failure]`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::workflow::priority::PriorityRules;
 use crate::workflow::selection::SelectionRules;
 
 /// `[recovery]`: pacing of every workflow.
@@ -95,6 +97,23 @@ pub struct HostFailureSettings {
     pub ha_enabled_instance_metadata_key: String,
     pub evacuate_all_instances: bool,
     pub ignore_instances_in_error_state: bool,
+    /// An instance whose metadata (else flavor extra spec) sets this key
+    /// false is left alone.
+    pub evacuate_key: String,
+    /// An instance whose metadata (else flavor extra spec) sets this key to
+    /// N is evacuated in tier N: every evacuation of tier N is requested
+    /// before any of tier N+1.
+    pub priority_key: String,
+    /// The tier of instances naming none; unset: after every numbered tier.
+    pub default_priority: Option<i64>,
+    /// Instances whose flavor asks for a device (`pci_passthrough:alias`,
+    /// `resources:VGPU`) go only to the segment's reserved hosts in this
+    /// host aggregate (none: the instance fails, saying so); unset: they
+    /// are evacuated like any other.
+    pub device_aggregate: Option<String>,
+    /// `[[host_failure.segment]]`: a segment's own selection settings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub segment: Vec<SegmentSelection>,
     pub add_reserved_host_to_aggregate: bool,
     /// Clear volume attachments that would block a boot-from-volume
     /// evacuation (only ever for a fenced host).
@@ -113,9 +132,155 @@ impl Default for HostFailureSettings {
             ha_enabled_instance_metadata_key: rules.ha_enabled_key,
             evacuate_all_instances: rules.evacuate_all_instances,
             ignore_instances_in_error_state: rules.ignore_instances_in_error_state,
+            evacuate_key: rules.priority.evacuate_key,
+            priority_key: rules.priority.priority_key,
+            default_priority: None,
+            device_aggregate: None,
+            segment: Vec::new(),
             add_reserved_host_to_aggregate: false,
             clear_blocking_volume_attachments: true,
         }
+    }
+}
+
+/// `[[host_failure.segment]]`: the selection settings of the segment
+/// `name`; those unset are `[host_failure]`'s.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentSelection {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha_enabled_instance_metadata_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evacuate_all_instances: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_instances_in_error_state: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evacuate_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_aggregate: Option<String>,
+}
+
+impl HostFailureSettings {
+    /// The selection rules of every segment, and of those configured on
+    /// their own (by name).
+    pub fn selection_rules(&self) -> (SelectionRules, BTreeMap<String, SelectionRules>) {
+        let base = SelectionRules {
+            ha_enabled_key: self.ha_enabled_instance_metadata_key.clone(),
+            evacuate_all_instances: self.evacuate_all_instances,
+            ignore_instances_in_error_state: self.ignore_instances_in_error_state,
+            priority: PriorityRules {
+                evacuate_key: self.evacuate_key.clone(),
+                priority_key: self.priority_key.clone(),
+                default_tier: tier(self.default_priority),
+                device_aggregate: self.device_aggregate.clone(),
+            },
+        };
+        let segments = self
+            .segment
+            .iter()
+            .map(|s| {
+                let mut rules = base.clone();
+                let or = |own: &Option<String>, base: &mut String| {
+                    if let Some(own) = own {
+                        own.clone_into(base);
+                    }
+                };
+                or(
+                    &s.ha_enabled_instance_metadata_key,
+                    &mut rules.ha_enabled_key,
+                );
+                or(&s.evacuate_key, &mut rules.priority.evacuate_key);
+                or(&s.priority_key, &mut rules.priority.priority_key);
+                rules.evacuate_all_instances = s
+                    .evacuate_all_instances
+                    .unwrap_or(base.evacuate_all_instances);
+                rules.ignore_instances_in_error_state = s
+                    .ignore_instances_in_error_state
+                    .unwrap_or(base.ignore_instances_in_error_state);
+                if s.default_priority.is_some() {
+                    rules.priority.default_tier = tier(s.default_priority);
+                }
+                if s.device_aggregate.is_some() {
+                    rules
+                        .priority
+                        .device_aggregate
+                        .clone_from(&s.device_aggregate);
+                }
+                (s.name.clone(), rules)
+            })
+            .collect();
+        (base, segments)
+    }
+
+    /// Errors name the setting: a tier below 1, an empty key, a segment
+    /// table without a name or given twice.
+    pub fn validate(&self) -> Result<(), String> {
+        check_selection(
+            "host_failure",
+            Some(&self.ha_enabled_instance_metadata_key),
+            Some(&self.evacuate_key),
+            Some(&self.priority_key),
+            self.device_aggregate.as_ref(),
+            self.default_priority,
+        )?;
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, s) in self.segment.iter().enumerate() {
+            let at = format!("host_failure.segment[{i}]");
+            if s.name.trim().is_empty() {
+                return Err(format!("{at}.name must name a segment"));
+            }
+            if !seen.insert(s.name.as_str()) {
+                return Err(format!(
+                    "{at}.name: segment {:?} is configured twice",
+                    s.name
+                ));
+            }
+            check_selection(
+                &format!("{at} ({:?})", s.name),
+                s.ha_enabled_instance_metadata_key.as_ref(),
+                s.evacuate_key.as_ref(),
+                s.priority_key.as_ref(),
+                s.device_aggregate.as_ref(),
+                s.default_priority,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A configured default priority as a tier (validated: from 1).
+fn tier(priority: Option<i64>) -> Option<u32> {
+    priority.and_then(|p| u32::try_from(p).ok())
+}
+
+fn check_selection(
+    at: &str,
+    ha_key: Option<&String>,
+    evacuate_key: Option<&String>,
+    priority_key: Option<&String>,
+    device_aggregate: Option<&String>,
+    default_priority: Option<i64>,
+) -> Result<(), String> {
+    for (name, key) in [
+        ("ha_enabled_instance_metadata_key", ha_key),
+        ("evacuate_key", evacuate_key),
+        ("priority_key", priority_key),
+        ("device_aggregate", device_aggregate),
+    ] {
+        if key.is_some_and(|k| k.trim().is_empty()) {
+            return Err(format!("{at}.{name} must not be empty"));
+        }
+    }
+    match default_priority {
+        Some(p) if p < 1 || u32::try_from(p).is_err() => Err(format!(
+            "{at}.default_priority must be a whole number from 1 (tier 1 is evacuated first), not {p}"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -152,6 +317,81 @@ impl Default for ProcessFailureSettings {
         Self {
             service_disable_reason: "instance-ha detected process failed.".to_owned(),
             enable_on_started: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Overrides, Settings};
+
+    fn load(toml: &str) -> Result<Settings, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("engine.toml");
+        std::fs::write(&path, toml).unwrap();
+        Settings::load(Some(&path), &Overrides::default()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_segment_overrides_only_what_it_sets() {
+        let settings = load(
+            r#"
+[host_failure]
+evacuate_all_instances = true
+default_priority = 3
+
+[[host_failure.segment]]
+name = "gold"
+ha_enabled_instance_metadata_key = "ha"
+default_priority = 1
+
+[[host_failure.segment]]
+name = "bronze"
+evacuate_key = "bronze:evacuate"
+"#,
+        )
+        .unwrap();
+        let workflows = settings.recovery_settings();
+        let base = workflows.selection_for("unlisted");
+        assert_eq!(base.priority.default_tier, Some(3));
+        assert!(base.evacuate_all_instances);
+        let gold = workflows.selection_for("gold");
+        assert_eq!(gold.ha_enabled_key, "ha");
+        assert_eq!(gold.priority.default_tier, Some(1));
+        assert!(gold.evacuate_all_instances);
+        let bronze = workflows.selection_for("bronze");
+        assert_eq!(bronze.priority.evacuate_key, "bronze:evacuate");
+        assert_eq!(bronze.priority.priority_key, "instance_ha:priority");
+        assert_eq!(bronze.priority.default_tier, Some(3));
+    }
+
+    #[test]
+    fn bad_selection_settings_are_named() {
+        for (toml, named) in [
+            (
+                "[host_failure]\ndefault_priority = 0\n",
+                "host_failure.default_priority",
+            ),
+            (
+                "[[host_failure.segment]]\nname = \"a\"\ndefault_priority = -2\n",
+                "host_failure.segment[0] (\"a\").default_priority",
+            ),
+            (
+                "[[host_failure.segment]]\nname = \"a\"\n[[host_failure.segment]]\nname = \"a\"\n",
+                "host_failure.segment[1].name: segment \"a\" is configured twice",
+            ),
+            ("[[host_failure.segment]]\ndefault_priority = 1\n", "name"),
+            (
+                "[[host_failure.segment]]\nname = \"a\"\npriority = 1\n",
+                "host_failure.segment.0.priority: unknown field",
+            ),
+            (
+                "[host_failure]\npriority_key = \" \"\n",
+                "host_failure.priority_key must not be empty",
+            ),
+        ] {
+            let err = load(toml).unwrap_err();
+            assert!(err.contains(named), "{toml}: {err}");
         }
     }
 }

@@ -11,6 +11,7 @@ use super::repair::Repairing;
 use super::reserved::ReservedHosts;
 use super::{Cancelled, Cause, InstanceResult, Run, StepFailure};
 use crate::workflow::evacuation::{self, Verdict};
+use crate::workflow::priority::Tier;
 use crate::workflow::targets::Target;
 use instanceha_proto::run::PriorState;
 use openstack_client::nova::Server;
@@ -25,6 +26,10 @@ pub(super) struct EvacuationJob {
     /// Its state before the failure, as recorded with the plan (given back
     /// on a retry), or as planned now from the listing.
     pub prior_state: Option<PriorState>,
+    /// Its evacuation is requested after those of the tiers before it.
+    pub tier: Tier,
+    /// The device it needs, when the segment sends those to an aggregate.
+    pub device: Option<String>,
 }
 
 /// How following an evacuation ended.

@@ -13,16 +13,18 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
+use super::devices::DeviceTargets;
 use super::evacuate::EvacuationJob;
 use super::migrations::MigrationWatch;
 use super::reserved::ReservedHosts;
+use super::tiers::{TierGate, TierTicket};
 use super::{
     Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, VMoveType,
 };
 use crate::workflow::evacuation;
-use crate::workflow::selection::select_instances;
+use crate::workflow::priority::Tier;
+use crate::workflow::selection::{Chosen, select_instances};
 use crate::workflow::targets::{Target, targets};
-use openstack_client::nova::Server;
 
 /// A worker's share of the concurrency limits (per run and engine-wide):
 /// held while it works on OpenStack, let go while Nova rebuilds its
@@ -38,6 +40,9 @@ pub(super) struct Slot {
     /// `None` for the run's lead worker.
     global: Option<Arc<Semaphore>>,
     held: Option<(OwnedSemaphorePermit, Option<OwnedSemaphorePermit>)>,
+    /// Holds the later tiers back until the worker first lets go (its
+    /// evacuation requested, Nova rebuilding) or ends.
+    tier: Option<TierTicket>,
 }
 
 impl Slot {
@@ -61,6 +66,7 @@ impl Slot {
 
     pub(super) fn release(&mut self) {
         self.held = None;
+        self.tier = None;
     }
 }
 
@@ -160,7 +166,7 @@ impl Run {
         let jobs = match listed {
             Some(Ok(jobs)) => jobs,
             Some(Err(outcome)) => return Ok(outcome),
-            None => self.retried_jobs(),
+            None => self.retried_jobs().await?,
         };
 
         let jobs = with_prior_states(jobs, &watch);
@@ -259,7 +265,8 @@ impl Run {
             }
         };
         let total = servers.len();
-        let selection = select_instances(servers, &self.settings().selection);
+        let rules = self.settings().selection_for(&self.request.segment_name);
+        let selection = select_instances(servers, rules);
         for (server, reason) in &selection.skipped {
             self.reporter.progress(
                 "select_instances",
@@ -281,22 +288,62 @@ impl Run {
                 message: format!("no instance of {host} needs recovery"),
             }));
         }
+        self.report_tiers(&selection.recover);
         Ok(Ok(selection
             .recover
             .into_iter()
-            .map(|server: Server| EvacuationJob {
-                instance_id: server.id.clone(),
-                instance_name: server.name.clone(),
-                listed: Some(server),
+            .map(|chosen: Chosen| EvacuationJob {
+                instance_id: chosen.server.id.clone(),
+                instance_name: chosen.server.name.clone(),
+                listed: Some(chosen.server),
                 prior_state: None,
+                tier: chosen.tier,
+                device: chosen.device,
             })
             .collect()))
     }
 
+    /// The plan's tiers, named with their instances (when any instance
+    /// names one), and what could not be read of an instance's priority.
+    fn report_tiers(&self, chosen: &[Chosen]) {
+        for c in chosen {
+            if let Some(note) = &c.note {
+                let (name, id) = (&c.server.name, &c.server.id);
+                self.reporter.progress(
+                    "select_instances",
+                    ProgressState::Info,
+                    format!("{name} ({id}): {note}"),
+                );
+            }
+        }
+        if chosen.iter().all(|c| c.tier == Tier::Default) {
+            return;
+        }
+        let mut tiers: Vec<(Tier, Vec<String>)> = Vec::new();
+        for c in chosen {
+            let named = format!("{} ({})", c.server.name, c.server.id);
+            match tiers.last_mut() {
+                Some((tier, names)) if *tier == c.tier => names.push(named),
+                _ => tiers.push((c.tier, vec![named])),
+            }
+        }
+        let plan = tiers
+            .iter()
+            .map(|(tier, names)| format!("{tier}: {}", names.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ");
+        self.reporter.progress(
+            "select_instances",
+            ProgressState::Info,
+            format!("evacuated tier by tier: {plan}"),
+        );
+    }
+
     /// Recovers every job, working on at most `max_concurrent_instances` at
     /// once (and within the engine-wide limit); evacuations Nova is
-    /// rebuilding do not count. Each job reports exactly one result, even if
-    /// its worker panics.
+    /// rebuilding do not count. Tier by tier: a job's evacuation is
+    /// requested once those of the tiers before it have been. Each job
+    /// reports exactly one result, even if its worker panics.
     async fn evacuate_all(
         &self,
         jobs: Vec<EvacuationJob>,
@@ -307,16 +354,24 @@ impl Run {
         let per_run = Arc::new(Semaphore::new(
             self.settings().max_concurrent_instances.max(1),
         ));
-        let reserved = Arc::new(ReservedHosts::default());
-        let targets = Arc::new(targets);
+        let shared = Arc::new(Shared {
+            devices: self.device_targets(&jobs).await,
+            targets,
+            watch,
+            reserved: ReservedHosts::default(),
+            fenced,
+        });
+        // Every ticket is taken before any worker waits for its turn.
+        let gate = TierGate::new();
+        let tickets: Vec<TierTicket> = jobs.iter().map(|job| gate.ticket(job.tier)).collect();
         let mut workers = JoinSet::new();
-        for (i, job) in jobs.into_iter().enumerate() {
-            let run = self.clone();
-            let per_run = per_run.clone();
-            let global = (i > 0).then(|| self.engine.capacity.clone());
-            let targets = targets.clone();
-            let watch = watch.clone();
-            let reserved = reserved.clone();
+        for (i, (job, ticket)) in jobs.into_iter().zip(tickets).enumerate() {
+            let slot = Slot {
+                per_run: per_run.clone(),
+                global: (i > 0).then(|| self.engine.capacity.clone()),
+                held: None,
+                tier: Some(ticket),
+            };
             let span = tracing::info_span!(
                 "recovery.instance",
                 otel.name = "recovery.instance",
@@ -326,69 +381,11 @@ impl Run {
                 host = %self.request.hostname,
                 outcome = tracing::field::Empty,
             );
-            workers.spawn(async move {
-                let mut slot = Slot {
-                    per_run,
-                    global,
-                    held: None,
-                };
-                slot.hold().await;
-                let _in_recovery = InRecovery::count(&run.engine.in_recovery);
-                let start = Utc::now();
-                let instance_id = job.instance_id.clone();
-                run.reporter.instance_started(&instance_id, start);
-                let work =
-                    run.evacuate_instance(job, &targets, &watch, &reserved, fenced, &mut slot);
-                let outcome = match AssertUnwindSafe(work).catch_unwind().await {
-                    Ok(Ok(outcome)) => Some(outcome),
-                    Ok(Err(Cancelled)) => None,
-                    Err(panic) => {
-                        let what = instanceha_runtime::panic::message(panic.as_ref());
-                        tracing::error!(instance_id = %instance_id, panic = %what, "instance worker panicked");
-                        // A bug may be tied to what Nova showed then: another
-                        // run reads it afresh.
-                        Some(InstanceResult::Failed {
-                            message: format!("internal error in the engine: {what}"),
-                            retryable: true,
-                        })
-                    }
-                };
-                let span = tracing::Span::current();
-                match &outcome {
-                    Some(InstanceResult::Succeeded { .. }) => {
-                        span.record("outcome", "succeeded");
-                    }
-                    Some(InstanceResult::Ignored { .. }) => {
-                        span.record("outcome", "ignored");
-                    }
-                    Some(InstanceResult::Failed { message, .. }) => {
-                        span.record("outcome", "failed");
-                        instanceha_runtime::telemetry::record_error(&span, message);
-                        tracing::warn!(instance_id = %instance_id, reason = %message, "instance not recovered");
-                    }
-                    None => {}
-                }
-                match outcome {
-                    Some(outcome) => {
-                        run.reporter
-                            .instance_finished(&instance_id, outcome.clone(), start);
-                        Some(outcome)
-                    }
-                    None => {
-                        // Cancelled: report it if anyone still listens.
-                        run.reporter.instance_finished(
-                            &instance_id,
-                            InstanceResult::Failed {
-                                message: "cancelled before the recovery finished".to_owned(),
-                                retryable: true,
-                            },
-                            start,
-                        );
-                        None
-                    }
-                }
-            }
-            .instrument(span));
+            workers.spawn(
+                self.clone()
+                    .instance_worker(job, slot, shared.clone())
+                    .instrument(span),
+            );
         }
         let mut outcomes = Vec::new();
         while let Some(joined) = workers.join_next().await {
@@ -399,28 +396,69 @@ impl Run {
         outcomes
     }
 
-    /// A retry's instances: those still without a result, as the API
-    /// named them.
-    fn retried_jobs(&self) -> Vec<EvacuationJob> {
-        self.reporter.progress(
-            "retry_instances",
-            ProgressState::Info,
-            format!(
-                "attempt {}: recovering the {} instance(s) still without a result",
-                self.request.attempt,
-                self.request.instances.len()
-            ),
+    /// One job's worker: waits for its tier's turn and its share of the
+    /// limits, recovers the instance and reports its result (`None`:
+    /// cancelled).
+    async fn instance_worker(
+        self,
+        job: EvacuationJob,
+        mut slot: Slot,
+        shared: Arc<Shared>,
+    ) -> Option<InstanceResult> {
+        if let Some(ticket) = &slot.tier {
+            ticket.wait_turn().await;
+        }
+        let start = Utc::now();
+        let instance_id = job.instance_id.clone();
+        let targets = match (&job.device, &shared.devices) {
+            (Some(need), Some(devices)) => {
+                match devices.for_instance(need, &self.request.segment_name) {
+                    Ok(targets) => targets,
+                    Err(failed) => {
+                        self.reporter.instance_started(&instance_id, start);
+                        record_outcome(&instance_id, Some(&failed));
+                        self.reporter
+                            .instance_finished(&instance_id, failed.clone(), start);
+                        return Some(failed);
+                    }
+                }
+            }
+            _ => &shared.targets,
+        };
+        slot.hold().await;
+        let _in_recovery = InRecovery::count(&self.engine.in_recovery);
+        self.reporter.instance_started(&instance_id, start);
+        let work = self.evacuate_instance(
+            job,
+            targets,
+            &shared.watch,
+            &shared.reserved,
+            shared.fenced,
+            &mut slot,
         );
-        self.request
-            .instances
-            .iter()
-            .map(|r| EvacuationJob {
-                instance_id: r.instance_id.to_string(),
-                instance_name: r.instance_name.clone(),
-                listed: None,
-                prior_state: r.prior_state,
-            })
-            .collect()
+        let outcome = match AssertUnwindSafe(work).catch_unwind().await {
+            Ok(Ok(outcome)) => Some(outcome),
+            Ok(Err(Cancelled)) => None,
+            Err(panic) => {
+                let what = instanceha_runtime::panic::message(panic.as_ref());
+                tracing::error!(instance_id = %instance_id, panic = %what, "instance worker panicked");
+                // A bug may be tied to what Nova showed then: another
+                // run reads it afresh.
+                Some(InstanceResult::Failed {
+                    message: format!("internal error in the engine: {what}"),
+                    retryable: true,
+                })
+            }
+        };
+        record_outcome(&instance_id, outcome.as_ref());
+        // Cancelled: report it if anyone still listens.
+        let reported = outcome.clone().unwrap_or(InstanceResult::Failed {
+            message: "cancelled before the recovery finished".to_owned(),
+            retryable: true,
+        });
+        self.reporter
+            .instance_finished(&instance_id, reported, start);
+        outcome
     }
 
     /// The evacuations' end, reported: how many of them recovered.
@@ -442,6 +480,35 @@ impl Run {
                 results.len()
             ),
         );
+    }
+}
+
+/// What every worker of a run shares.
+struct Shared {
+    targets: Vec<Target>,
+    /// Where device instances may go, if any is among the jobs.
+    devices: Option<DeviceTargets>,
+    watch: Arc<MigrationWatch>,
+    reserved: ReservedHosts,
+    fenced: bool,
+}
+
+/// An instance's outcome on its span, and in the log when it failed.
+fn record_outcome(instance_id: &str, outcome: Option<&InstanceResult>) {
+    let span = tracing::Span::current();
+    match outcome {
+        Some(InstanceResult::Succeeded { .. }) => {
+            span.record("outcome", "succeeded");
+        }
+        Some(InstanceResult::Ignored { .. }) => {
+            span.record("outcome", "ignored");
+        }
+        Some(InstanceResult::Failed { message, .. }) => {
+            span.record("outcome", "failed");
+            instanceha_runtime::telemetry::record_error(&span, message);
+            tracing::warn!(instance_id = %instance_id, reason = %message, "instance not recovered");
+        }
+        None => {}
     }
 }
 

@@ -3,6 +3,7 @@
 //! No error escapes: every instance a run announces gets exactly one
 //! result, even if its worker panics, and every run ends with `Done`.
 
+mod devices;
 mod evacuate;
 mod failed_host;
 mod follow;
@@ -18,9 +19,11 @@ mod reserved;
 mod restore;
 mod return_service;
 mod services;
+mod tiers;
 mod vm;
 mod volumes;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -57,13 +60,25 @@ pub struct WorkflowSettings {
     pub host_disable_reason: String,
     pub wait_after_service_update: Duration,
     pub service_down_timeout: Duration,
+    /// How a segment's instances are chosen, unless it has its own rules.
     pub selection: SelectionRules,
+    /// `[[host_failure.segment]]`: segments' own rules, by name.
+    pub segment_selection: BTreeMap<String, SelectionRules>,
     pub add_reserved_host_to_aggregate: bool,
     pub clear_blocking_volume_attachments: bool,
     pub process_all_instances: bool,
     pub vm_ha_enabled_key: String,
     pub process_disable_reason: String,
     pub enable_on_process_started: bool,
+}
+
+impl WorkflowSettings {
+    /// The rules choosing the instances of segment `segment`.
+    pub fn selection_for(&self, segment: &str) -> &SelectionRules {
+        self.segment_selection
+            .get(segment)
+            .unwrap_or(&self.selection)
+    }
 }
 
 /// Runs recoveries. Cheap to clone.

@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 
 use openstack_client::nova::Server;
 
-/// How instances are chosen (Masakari's `[host_failure]` options).
+use super::priority::{self, PriorityRules, Tier};
+
+/// How instances are chosen (Masakari's `[host_failure]` options, refined
+/// by the instances' own markings: [`priority`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SelectionRules {
     /// The metadata key marking an instance for recovery.
@@ -13,14 +16,18 @@ pub struct SelectionRules {
     pub evacuate_all_instances: bool,
     /// Leave instances in `error` alone.
     pub ignore_instances_in_error_state: bool,
+    /// Exclusion and tiers.
+    pub priority: PriorityRules,
 }
 
 impl Default for SelectionRules {
+    /// Masakari's behaviour: the markings refine it only where set.
     fn default() -> Self {
         Self {
             ha_enabled_key: "HA_Enabled".to_owned(),
             evacuate_all_instances: false,
             ignore_instances_in_error_state: false,
+            priority: PriorityRules::default(),
         }
     }
 }
@@ -37,37 +44,65 @@ pub fn is_ha_enabled(metadata: &BTreeMap<String, String>, key: &str) -> bool {
     metadata.get(key).is_some_and(|v| truthy(v))
 }
 
+/// An instance to recover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chosen {
+    pub server: Server,
+    pub tier: Tier,
+    pub ha_enabled: bool,
+    /// Something about its markings worth saying (an unreadable priority).
+    pub note: Option<String>,
+    /// The device it needs, when the rules send such instances only to
+    /// an aggregate's reserved hosts.
+    pub device: Option<String>,
+}
+
 /// The outcome of a selection.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Selection {
     /// To recover, in order.
-    pub recover: Vec<Server>,
+    pub recover: Vec<Chosen>,
     /// Left alone, with the reason.
     pub skipped: Vec<(Server, String)>,
 }
 
-/// Chooses the instances of `servers` to recover: HA-enabled ones first
-/// (then the others when all are evacuated), and within each of the two,
-/// instances with volumes attached before the others, as listed otherwise.
+/// Chooses the instances of `servers` to recover, tier by tier (tier 1
+/// first, instances naming no tier last unless the rules give them one);
+/// within a tier HA-enabled ones first (then the others when all are
+/// evacuated), and within each of the two, instances with volumes attached
+/// before the others, as listed otherwise. An instance marked
+/// `instance_ha:evacuate=false` is left alone whatever else it says.
 /// A volume-backed instance's volumes are checked (and stale attachments
 /// cleared) before its evacuation is asked for; starting those first lets
 /// their evacuations reach Nova with the image-backed ones instead of
 /// behind them, where a saturated destination's queue would make them wait
 /// a whole rebuild longer.
 pub fn select_instances(servers: Vec<Server>, rules: &SelectionRules) -> Selection {
-    let mut ha = Vec::new();
-    let mut others = Vec::new();
+    let mut recover = Vec::new();
     let mut skipped = Vec::new();
     for server in servers {
+        let ha_enabled = is_ha_enabled(&server.metadata, &rules.ha_enabled_key);
         if rules.ignore_instances_in_error_state && server.vm_state() == "error" {
             skipped.push((
                 server,
                 "in error state (ignore_instances_in_error_state)".to_owned(),
             ));
-        } else if is_ha_enabled(&server.metadata, &rules.ha_enabled_key) {
-            ha.push(server);
-        } else if rules.evacuate_all_instances {
-            others.push(server);
+        } else if let Some(marked) = priority::exclusion(&server, &rules.priority) {
+            skipped.push((server, format!("excluded from evacuation ({marked})")));
+        } else if ha_enabled || rules.evacuate_all_instances {
+            let (tier, note) = priority::tier_of(&server, &rules.priority);
+            let device = rules
+                .priority
+                .device_aggregate
+                .as_ref()
+                .and_then(|_| priority::device_need(&server));
+            recover.push(Chosen {
+                server,
+                tier,
+                ha_enabled,
+                note,
+                device,
+            });
         } else {
             let reason = format!(
                 "not HA-enabled (metadata {} is not true)",
@@ -76,18 +111,14 @@ pub fn select_instances(servers: Vec<Server>, rules: &SelectionRules) -> Selecti
             skipped.push((server, reason));
         }
     }
-    volumes_first(&mut ha);
-    volumes_first(&mut others);
-    ha.extend(others);
-    Selection {
-        recover: ha,
-        skipped,
-    }
+    in_order(&mut recover);
+    Selection { recover, skipped }
 }
 
-/// Stable: instances with volumes attached first, each part as listed.
-fn volumes_first(servers: &mut [Server]) {
-    servers.sort_by_key(|s| s.volumes_attached.is_empty());
+/// Stable: by tier, HA-enabled first, volumes attached first, each part
+/// as listed.
+pub fn in_order(chosen: &mut [Chosen]) {
+    chosen.sort_by_key(|c| (c.tier, !c.ha_enabled, c.server.volumes_attached.is_empty()));
 }
 
 #[cfg(test)]
@@ -125,7 +156,11 @@ mod tests {
             server("d", "active", Some("False")),
         ];
         let selection = select_instances(servers, &SelectionRules::default());
-        let ids: Vec<_> = selection.recover.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<_> = selection
+            .recover
+            .iter()
+            .map(|c| c.server.id.as_str())
+            .collect();
         assert_eq!(ids, ["a", "c"]);
         assert_eq!(selection.skipped.len(), 2);
     }
@@ -143,7 +178,11 @@ mod tests {
             ..SelectionRules::default()
         };
         let selection = select_instances(servers, &rules);
-        let ids: Vec<_> = selection.recover.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<_> = selection
+            .recover
+            .iter()
+            .map(|c| c.server.id.as_str())
+            .collect();
         assert_eq!(ids, ["ha", "plain"]);
         assert_eq!(selection.skipped[0].0.id, "broken");
     }
@@ -172,7 +211,7 @@ mod tests {
         let ids: Vec<_> = select_instances(servers, &rules)
             .recover
             .into_iter()
-            .map(|s| s.id)
+            .map(|c| c.server.id)
             .collect();
         assert_eq!(
             ids,
@@ -189,5 +228,96 @@ mod tests {
             ..SelectionRules::default()
         };
         assert_eq!(select_instances(vec![s], &rules).recover.len(), 1);
+    }
+
+    #[test]
+    fn tiers_come_first_and_an_excluded_instance_is_left_alone_even_if_ha() {
+        let marked = |id: &str, key: &str, value: &str| {
+            let mut s = server(id, "active", Some("True"));
+            s.metadata.insert(key.into(), value.into());
+            s
+        };
+        let servers = vec![
+            server("unmarked", "active", Some("True")),
+            marked("third", "instance_ha:priority", "3"),
+            marked("first", "instance_ha:priority", "1"),
+            marked("left", "instance_ha:evacuate", "false"),
+            marked("also-first", "instance_ha:priority", "1"),
+        ];
+        let selection = select_instances(servers, &SelectionRules::default());
+        let order: Vec<_> = selection
+            .recover
+            .iter()
+            .map(|c| (c.server.id.as_str(), c.tier))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("first", Tier::Numbered(1)),
+                ("also-first", Tier::Numbered(1)),
+                ("third", Tier::Numbered(3)),
+                ("unmarked", Tier::Default),
+            ]
+        );
+        assert_eq!(selection.skipped.len(), 1);
+        assert_eq!(selection.skipped[0].0.id, "left");
+        assert!(
+            selection.skipped[0]
+                .1
+                .contains("instance_ha:evacuate=false")
+        );
+    }
+
+    proptest::proptest! {
+        /// Every instance is recovered or skipped, once; excluded ones are
+        /// skipped; the order is a stable sort by (tier, HA first, volumes
+        /// first).
+        #[test]
+        fn ordering_is_a_stable_sort_by_tier(
+            marks in proptest::collection::vec(
+                (proptest::option::of(0u32..4), proptest::bool::ANY, proptest::bool::ANY, proptest::bool::ANY),
+                0..24,
+            ),
+            all in proptest::bool::ANY,
+        ) {
+            let servers: Vec<Server> = marks
+                .iter()
+                .enumerate()
+                .map(|(i, (priority, ha, volume, excluded))| {
+                    let mut s = server(&i.to_string(), "active", ha.then_some("True"));
+                    if let Some(p) = priority {
+                        s.metadata.insert("instance_ha:priority".into(), p.to_string());
+                    }
+                    if *excluded {
+                        s.metadata.insert("instance_ha:evacuate".into(), "no".into());
+                    }
+                    if *volume {
+                        s.volumes_attached = vec![AttachedVolume { id: format!("{i}-root") }];
+                    }
+                    s
+                })
+                .collect();
+            let rules = SelectionRules { evacuate_all_instances: all, ..SelectionRules::default() };
+            let selection = select_instances(servers, &rules);
+            proptest::prop_assert_eq!(selection.recover.len() + selection.skipped.len(), marks.len());
+            let key = |c: &Chosen| (c.tier, !c.ha_enabled, c.server.volumes_attached.is_empty());
+            for pair in selection.recover.windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                proptest::prop_assert!(key(a) <= key(b));
+                if key(a) == key(b) {
+                    let index = |c: &Chosen| c.server.id.parse::<usize>().unwrap();
+                    proptest::prop_assert!(index(a) < index(b));
+                }
+            }
+            for chosen in &selection.recover {
+                let (priority, ha, _, excluded) = marks[chosen.server.id.parse::<usize>().unwrap()];
+                proptest::prop_assert!(!excluded && (ha || all));
+                let tier = match priority {
+                    Some(p) if p >= 1 => Tier::Numbered(p),
+                    _ => Tier::Default,
+                };
+                proptest::prop_assert_eq!(chosen.tier, tier);
+            }
+        }
     }
 }

@@ -39,6 +39,22 @@ impl Target {
 )]
 pub struct NoReservedHost;
 
+/// Where an instance needing a device may go: the segment's reserved
+/// hosts (not on maintenance) that are in the device aggregate, in the
+/// segment's order, without the failed host; none is a failure of that
+/// instance, said before anything is asked of Nova.
+pub fn device_targets(
+    reserved_hosts: &[String],
+    aggregate_hosts: &[String],
+    failed_host: &str,
+) -> Vec<Target> {
+    reserved_hosts
+        .iter()
+        .filter(|h| h.as_str() != failed_host && aggregate_hosts.contains(h))
+        .map(|h| Target::ReservedHost(h.clone()))
+        .collect()
+}
+
 /// The targets to try in order for `method`, given the segment's reserved
 /// hosts (already filtered: reserved and not on maintenance), without the
 /// failed host itself.
@@ -119,5 +135,20 @@ mod tests {
             targets(RecoveryMethod::RhPriority, &[], "c1").unwrap(),
             vec![Target::Scheduler]
         );
+    }
+
+    #[test]
+    fn a_device_goes_only_to_reserved_hosts_of_the_aggregate() {
+        let reserved = hosts(&["spare-1", "gpu-2", "gpu-1"]);
+        let aggregate = hosts(&["gpu-1", "gpu-2", "gpu-3", "failed"]);
+        assert_eq!(
+            device_targets(&reserved, &aggregate, "failed"),
+            [
+                Target::ReservedHost("gpu-2".into()),
+                Target::ReservedHost("gpu-1".into())
+            ]
+        );
+        assert!(device_targets(&hosts(&["spare-1"]), &aggregate, "failed").is_empty());
+        assert!(device_targets(&hosts(&["failed"]), &aggregate, "failed").is_empty());
     }
 }

@@ -43,6 +43,10 @@ pub struct Server {
     pub host_status: Option<String>,
     #[serde(default, deserialize_with = "string_map")]
     pub metadata: BTreeMap<String, String>,
+    /// The flavor Nova embeds (with its extra specs from 2.47; only its
+    /// id before).
+    #[serde(default)]
+    pub flavor: Option<ServerFlavor>,
     #[serde(default, rename = "os-extended-volumes:volumes_attached")]
     pub volumes_attached: Vec<AttachedVolume>,
     #[serde(default)]
@@ -65,6 +69,25 @@ impl Server {
     pub fn is_boot_from_volume_or_has_volumes(&self) -> bool {
         !self.volumes_attached.is_empty()
     }
+
+    /// An extra spec of the server's flavor (none before 2.47).
+    pub fn flavor_extra_spec(&self, key: &str) -> Option<&str> {
+        self.flavor
+            .as_ref()
+            .and_then(|f| f.extra_specs.get(key))
+            .map(String::as_str)
+    }
+}
+
+/// A server's flavor as embedded in it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ServerFlavor {
+    /// 2.47+.
+    #[serde(default)]
+    pub original_name: Option<String>,
+    /// 2.47+ (when the policy shows them).
+    #[serde(default, deserialize_with = "string_map")]
+    pub extra_specs: BTreeMap<String, String>,
 }
 
 /// Metadata values are strings, but be lenient with other JSON scalars.
@@ -215,5 +238,33 @@ impl ServiceUpdate {
             && self.enabled.is_none_or(|enabled| {
                 service.status == if enabled { "enabled" } else { "disabled" }
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flavor_extra_specs_are_read_from_2_47_and_absent_before() {
+        let embedded: Server = serde_json::from_value(json!({
+            "id": "a",
+            "flavor": {"vcpus": 1, "ram": 512, "original_name": "gpu",
+                       "extra_specs": {"instance_ha:priority": "1", "hw:numa_nodes": 2}}
+        }))
+        .unwrap();
+        assert_eq!(
+            embedded.flavor_extra_spec("instance_ha:priority"),
+            Some("1")
+        );
+        assert_eq!(embedded.flavor_extra_spec("hw:numa_nodes"), Some("2"));
+        let linked: Server = serde_json::from_value(json!({
+            "id": "b", "flavor": {"id": "1", "links": []}
+        }))
+        .unwrap();
+        assert_eq!(linked.flavor_extra_spec("instance_ha:priority"), None);
+        let none: Server = serde_json::from_value(json!({"id": "c", "flavor": null})).unwrap();
+        assert_eq!(none.flavor, None);
     }
 }

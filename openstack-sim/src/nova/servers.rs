@@ -73,7 +73,7 @@ pub(crate) fn server_view(world: &World, inst: &Instance, ctx: &NovaCtx, t: SimT
         "flavor",
         if ctx.at_least(47) {
             json!({"vcpus": f.vcpus, "ram": f.ram_mb, "disk": f.disk_gb, "ephemeral": 0, "swap": 0,
-                   "original_name": f.name, "extra_specs": {}})
+                   "original_name": f.name, "extra_specs": f.extra_specs})
         } else {
             json!({"id": f.id, "links": [{"rel": "bookmark", "href": format!("{}/flavors/{}", ctx.bookmark, f.id)}]})
         },

@@ -4,7 +4,7 @@
 //! checked on the way, the first bad one named. One function per part, in
 //! the order a part may refer to an earlier one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{
     AggregateSpec, AppCredentialSpec, BUILTIN_APP_CREDENTIAL_ID, BUILTIN_APP_CREDENTIAL_SECRET,
@@ -45,6 +45,7 @@ fn builtin_flavors() -> Vec<FlavorSpec> {
         vcpus,
         ram_mb,
         disk_gb,
+        extra_specs: BTreeMap::new(),
     })
     .collect()
 }
@@ -145,6 +146,9 @@ impl Scenario {
     fn flavors(&self) -> Result<Vec<FlavorSpec>, Error> {
         let mut flavors = builtin_flavors();
         for (i, f) in self.flavors.iter().enumerate() {
+            if f.name.is_empty() {
+                return Err(invalid(format!("flavors[{i}].name"), "must not be empty"));
+            }
             if f.vcpus == 0 || f.ram_mb == 0 {
                 return Err(invalid(
                     format!("flavors[{i}]"),

@@ -82,6 +82,7 @@ impl World {
                 vcpus: f.vcpus,
                 ram_mb: f.ram_mb,
                 disk_gb: f.disk_gb,
+                extra_specs: f.extra_specs.clone(),
             })
             .collect();
         let clock = Clock::new(settings.speed);

@@ -236,6 +236,9 @@ pub struct Flavor {
     pub vcpus: u32,
     pub ram_mb: u64,
     pub disk_gb: u64,
+    /// Shown in the server view from 2.47, as Nova embeds them.
+    #[serde(default)]
+    pub extra_specs: BTreeMap<String, String>,
 }
 
 /// An image Glance holds (the compute API's image proxy shows it).
