@@ -24,8 +24,8 @@ use crate::stack::Stack;
 
 /// The engine's settings for the stack: its admin, `nova` as the service
 /// identity (the `service` role: Cinder's force-detach needs it), the
-/// public interface of RegionOne; every other setting the product's
-/// default.
+/// public interface of RegionOne, the link token the API presents; every
+/// other setting the product's default.
 pub fn engine_settings(stack: &Stack) -> EngineSettings {
     let mut settings = EngineSettings {
         listen: loopback(),
@@ -43,6 +43,9 @@ pub fn engine_settings(stack: &Stack) -> EngineSettings {
     });
     settings.openstack.region_name = Some(stack.var("OS_REGION_NAME").to_owned());
     settings.openstack.interfaces = vec!["public".to_owned()];
+    // The link token the API presents (the engine refuses a Recover
+    // without it, loopback included).
+    settings.link.token_file = Some(instanceha_testkit::settings::link_token_file());
     settings
 }
 

@@ -1,8 +1,9 @@
 //! Whether an engine is there to take a run. After a run is lost with its
 //! engine, or an engine cannot be reached, no run is claimed until an
 //! engine answers its health check again; it is probed every
-//! [`PROBE_EVERY`] meanwhile, and the moment it answers the due runs go
-//! (not after the backoff meant for Nova's failures).
+//! [`PROBE_EVERY`] meanwhile (the first time after one such pause), and
+//! the moment it answers the due runs go (not after the backoff meant for
+//! Nova's failures).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,19 +60,22 @@ impl EngineReadiness {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             loop {
-                if link.answers(PROBE_TIMEOUT).await {
-                    tracing::info!(engine = %link.url(), "the engine answers again");
-                    this.ready.store(true, Ordering::Release);
-                    this.probing.store(false, Ordering::Release);
-                    this.back.notify_one();
-                    return;
-                }
+                // The first ask waits too: an engine that answers its
+                // health check but refuses the run (a wrong link token) is
+                // asked twice a second, not in a tight loop.
                 tokio::select! {
                     () = shutdown.cancelled() => {
                         this.probing.store(false, Ordering::Release);
                         return;
                     }
                     () = tokio::time::sleep(PROBE_EVERY) => {}
+                }
+                if link.answers(PROBE_TIMEOUT).await {
+                    tracing::info!(engine = %link.url(), "the engine answers again");
+                    this.ready.store(true, Ordering::Release);
+                    this.probing.store(false, Ordering::Release);
+                    this.back.notify_one();
+                    return;
                 }
             }
         });
