@@ -28,6 +28,12 @@ pub(super) struct StorageHealth {
     unwritable: Mutex<Option<String>>,
     /// Woken by a failed write transaction: probe now.
     suspect: tokio::sync::Notify,
+    /// Held by a SQLite write transaction from before its start until its
+    /// failure is marked: the next one cannot begin on the connection a
+    /// failed COMMIT handed back to the pool (still inside its transaction)
+    /// before the pool is replaced. SQLite takes one writer at a time
+    /// anyway.
+    writer: tokio::sync::Mutex<()>,
 }
 
 impl StorageHealth {
@@ -79,13 +85,21 @@ pub(super) fn cannot_write(err: &DbErr) -> bool {
 pub(super) struct Write<'s> {
     txn: Option<DatabaseTransaction>,
     store: &'s Store,
+    /// SQLite's writer turn, let go after the transaction and its
+    /// marking (fields drop after [`Drop::drop`], in this order).
+    _turn: Option<tokio::sync::MutexGuard<'s, ()>>,
 }
 
 impl<'s> Write<'s> {
-    pub(super) fn new(store: &'s Store, txn: DatabaseTransaction) -> Self {
+    fn new(
+        store: &'s Store,
+        txn: DatabaseTransaction,
+        turn: Option<tokio::sync::MutexGuard<'s, ()>>,
+    ) -> Self {
         Self {
             txn: Some(txn),
             store,
+            _turn: turn,
         }
     }
 
@@ -130,6 +144,18 @@ impl Drop for Write<'_> {
 }
 
 impl Store {
+    /// Begins a write transaction; on SQLite, in turn, on a connection no
+    /// failed transaction left open.
+    pub(super) async fn begin_write(&self) -> Result<Write<'_>> {
+        let turn = match self.backend() {
+            DbBackend::Sqlite => Some(self.health.writer.lock().await),
+            _ => None,
+        };
+        self.reset_if_poisoned().await;
+        let txn = self.begin_transaction().await?;
+        Ok(Write::new(self, txn, turn))
+    }
+
     /// Replaces the SQLite connection if a write transaction failed since
     /// the last one (PostgreSQL and MySQL roll back on the same
     /// connection reliably).

@@ -322,12 +322,6 @@ impl Store {
     /// A transaction for a read-check-write sequence: `BEGIN IMMEDIATE` on
     /// SQLite (take the write lock first), READ COMMITTED elsewhere so that
     /// each statement sees what other transactions committed.
-    async fn begin_write(&self) -> Result<health::Write<'_>> {
-        self.reset_if_poisoned().await;
-        let txn = self.begin_transaction().await?;
-        Ok(health::Write::new(self, txn))
-    }
-
     async fn begin_transaction(&self) -> Result<DatabaseTransaction> {
         let options = match self.backend() {
             DbBackend::Sqlite => TransactionOptions {
