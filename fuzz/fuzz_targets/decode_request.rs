@@ -27,6 +27,7 @@ const FIELDS: &[&str] = &[
     "description",
     "service_type",
     "recovery_method",
+    "return_to_service",
     "type",
     "control_attributes",
     "hostname",
@@ -73,6 +74,7 @@ fn decodes(rpc: Operation, bytes: &[u8]) -> bool {
         Operation::ListHosts => pb::ListHostsRequest::decode(bytes).is_ok(),
         Operation::UpdateHost => pb::UpdateHostRequest::decode(bytes).is_ok(),
         Operation::DeleteHost => pb::DeleteHostRequest::decode(bytes).is_ok(),
+        Operation::RestoreHost => pb::RestoreHostRequest::decode(bytes).is_ok(),
         Operation::CreateNotification => pb::CreateNotificationRequest::decode(bytes).is_ok(),
         Operation::GetNotification => pb::GetNotificationRequest::decode(bytes).is_ok(),
         Operation::ListNotifications => pb::ListNotificationsRequest::decode(bytes).is_ok(),
@@ -105,6 +107,7 @@ fn validate(request: &DomainRequest) -> Result<(), InvalidField> {
         | DomainRequest::DeleteSegment(_)
         | DomainRequest::GetHost(..)
         | DomainRequest::DeleteHost(..)
+        | DomainRequest::RestoreHost(..)
         | DomainRequest::GetNotification(_)
         | DomainRequest::WatchNotification(_)
         | DomainRequest::RetryNotification(_)
