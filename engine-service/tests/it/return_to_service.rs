@@ -69,6 +69,20 @@ async fn started(cloud: &mut Cloud, host: &str) -> pb::Notification {
     cloud.terminal(&n.id, PATIENCE).await
 }
 
+/// An operator's restore of `host`: the notification that brings it back.
+async fn restore(cloud: &mut Cloud, host: &str) -> pb::Notification {
+    let id = record(cloud, host).await.id;
+    cloud
+        .hosts
+        .restore_host(pb::RestoreHostRequest {
+            id,
+            segment_id: String::new(),
+        })
+        .await
+        .expect("an operator restores a host whose notifications ended")
+        .into_inner()
+}
+
 async fn segment(cloud: &mut Cloud, returns: pb::ReturnToService) {
     let segment = cloud.segment(pb::RecoveryMethod::Auto, &TWO_HOSTS).await;
     cloud
@@ -138,16 +152,7 @@ async fn with_manual_a_started_host_waits_for_the_operators_restore() {
         (true, true, true)
     );
 
-    let id = record(&mut cloud, "compute-01").await.id;
-    let restore = cloud
-        .hosts
-        .restore_host(pb::RestoreHostRequest {
-            id,
-            segment_id: String::new(),
-        })
-        .await
-        .expect("an operator restores a host whose notifications ended")
-        .into_inner();
+    let restore = restore(&mut cloud, "compute-01").await;
     assert_eq!(
         restore.payload.get("restored_by").map(String::as_str),
         Some("operator")
@@ -186,16 +191,7 @@ async fn a_held_host_is_not_brought_back_by_its_report_only_by_an_operator() {
         (true, true, true)
     );
 
-    let id = record(&mut cloud, "compute-01").await.id;
-    let restore = cloud
-        .hosts
-        .restore_host(pb::RestoreHostRequest {
-            id,
-            segment_id: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let restore = restore(&mut cloud, "compute-01").await;
     let restored = cloud.terminal(&restore.id, PATIENCE).await;
     assert_status(&restored, pb::NotificationStatus::Finished);
     assert_eq!(
