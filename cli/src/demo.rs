@@ -114,12 +114,14 @@ pub fn scenario(instances: u32, speed: f64, seed: u64) -> Result<Scenario, Strin
     builder.build().map_err(|e| e.to_string())
 }
 
-/// How long the demo's engine rides out an outage, and how long its API
-/// retries what failed for a passing reason: an operator's defaults are
-/// 10 and 30 minutes; the demo shortens them so that an injected fault,
-/// which never heals, shows its honest end within a minute.
+/// How long the demo's engine rides out an outage, how long its API
+/// retries what failed for a passing reason, and how long after the last
+/// recovery it reads Nova before the verdict: an operator's defaults are
+/// 10, 30 and 5 minutes; the demo shortens them so that an injected fault,
+/// which never heals, shows its honest end within the time it announces.
 const DEMO_OUTAGE_TOLERANCE: Duration = Duration::from_secs(2);
 const DEMO_RETRY_WINDOW: Duration = Duration::from_secs(6);
+const DEMO_VERDICT_GRACE: Duration = Duration::from_secs(6);
 
 /// The engine against `sim`, polling at the simulated cloud's pace (as one
 /// second would be in real time); retries are short so that the failure
@@ -149,6 +151,7 @@ async fn start_api(
     settings.dispatch.replica_id = Some("demo".to_owned());
     settings.dispatch.retry_delay = Duration::from_millis(200);
     settings.dispatch.retry_window = DEMO_RETRY_WINDOW;
+    settings.dispatch.verdict_grace = DEMO_VERDICT_GRACE;
     settings.dispatch.scan_interval = Duration::from_millis(500);
     instanceha_testkit::process::start_api(settings)
         .await
@@ -322,10 +325,11 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
     );
     if let Some(fault) = args.inject {
         intro.push_str(&format!(
-            "injected: {fault}: {}\n(the demo rides out an outage for {} per call and retries for {}; an operator's defaults are 10min and 30min)\n",
+            "injected: {fault}: {}\n(the demo rides out an outage for {} per call, retries for {} and reads nova for at most {} after the last recovery before its verdict; an operator's defaults are 10min, 30min and 5min)\n",
             inject(&sim, fault)?,
             humantime::format_duration(DEMO_OUTAGE_TOLERANCE),
             humantime::format_duration(DEMO_RETRY_WINDOW),
+            humantime::format_duration(DEMO_VERDICT_GRACE),
         ));
     }
     let mut agents = None;

@@ -80,6 +80,17 @@ fn budget(attempt: u32, max: u32, window_open: bool) -> RetryBudget {
     }
 }
 
+/// The budget once the verdict deadline has passed, however few runs
+/// there were: reconciles are bounded by time, not by a count.
+fn verdict_passed(attempt: u32, max: u32) -> RetryBudget {
+    RetryBudget {
+        attempt,
+        max_attempts: max,
+        window_open: false,
+        verdict_open: false,
+    }
+}
+
 #[test]
 fn the_seed_bug_cannot_happen_a_pending_vmove_never_finishes() {
     // Masakari: a worker's 503 escaped, the vmove stayed pending and the
@@ -99,12 +110,7 @@ fn the_seed_bug_cannot_happen_a_pending_vmove_never_finishes() {
         reason: "engine crashed".into(),
         cause: LostCause::Engine,
     };
-    let reconcile = resolve(
-        &lost,
-        RunKind::Reconcile,
-        &vmoves,
-        budget(3 + RECONCILE_ATTEMPTS, 3, false),
-    );
+    let reconcile = resolve(&lost, RunKind::Reconcile, &vmoves, verdict_passed(6, 3));
     match reconcile {
         Resolution::Failed { fail, message } => {
             assert_eq!(fail.len(), 1);
@@ -230,7 +236,7 @@ fn a_reconcile_gives_the_final_verdict_and_reads_nova_again_when_it_could_not() 
             &completed(),
             RunKind::Reconcile,
             &unreadable,
-            budget(3 + RECONCILE_ATTEMPTS, 3, false)
+            verdict_passed(4, 3)
         )
         .status(),
         NotificationStatus::Failed
@@ -351,17 +357,20 @@ struct Run {
     nova_readable: bool,
 }
 
-/// Instances (each recovered or not in Nova's eyes), the attempts and
-/// whether the window closes early, and the runs.
-type Scenario = (Vec<bool>, u32, bool, Vec<Run>);
+/// Instances (each recovered or not in Nova's eyes), the attempts,
+/// whether the window closes early, how many runs start before the verdict
+/// deadline passes (it is a time: how many fit depends on how long each
+/// takes), and the runs.
+type Scenario = (Vec<bool>, u32, bool, u32, Vec<Run>);
 
 fn scenario() -> impl Strategy<Value = Scenario> {
     (
         proptest::collection::vec(any::<bool>(), 0..6),
         1u32..5,
         any::<bool>(),
+        0u32..5,
     )
-        .prop_flat_map(|(truth, max_attempts, closes)| {
+        .prop_flat_map(|(truth, max_attempts, closes, grace_runs)| {
             let instances = truth.len();
             let run = (
                 proptest::collection::vec(engine_event(instances), 0..20),
@@ -373,11 +382,14 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                     end,
                     nova_readable,
                 });
-            let runs = (max_attempts + RECONCILE_ATTEMPTS) as usize;
+            let deadline_at = max_attempts + grace_runs;
+            // A recovery's end always gets the verdict's look at Nova.
+            let runs = deadline_at as usize + 1;
             (
                 Just(truth),
                 Just(max_attempts),
                 Just(closes),
+                Just(deadline_at),
                 proptest::collection::vec(run, runs..=runs),
             )
         })
@@ -447,12 +459,11 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     /// Whatever the engine sends and however runs end, the notification
-    /// reaches a terminal status within its attempts (and the reconciles
-    /// allowed beyond them), the invariants hold, and when a reconcile
+    /// reaches a terminal status by the verdict deadline, the invariants hold, and when a reconcile
     /// could read Nova, no instance Nova shows recovered ends failed.
     #[test]
     fn no_sequence_of_events_breaks_an_invariant(
-        (truth, max_attempts, closes, runs) in scenario()
+        (truth, max_attempts, closes, deadline_at, runs) in scenario()
     ) {
         let mut records: Vec<VMoveRecord> = truth.iter().map(|_| VMoveRecord::planned()).collect();
         let mut read_by_nova: Vec<bool> = truth.iter().map(|_| false).collect();
@@ -486,7 +497,8 @@ proptest! {
                 attempt,
                 max_attempts,
                 window_open: !(closes && attempt > 1),
-                verdict_open: true,
+                // The lifecycle counts the grace from a recovery's end.
+                verdict_open: kind == RunKind::Recover || attempt < deadline_at,
             };
             let resolution = resolve(&run.end, kind, &views, budget);
             t += 1;
