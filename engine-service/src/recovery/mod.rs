@@ -117,6 +117,11 @@ impl Engine {
         self
     }
 
+    /// Where the engine's time of day comes from.
+    pub fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
     pub fn openstack(&self) -> &OpenStack {
         &self.openstack
     }
