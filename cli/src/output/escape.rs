@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use instanceha_api::domain::is_unsafe_to_show;
+use super::is_unsafe_to_show;
 
 use super::Error;
 

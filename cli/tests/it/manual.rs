@@ -90,6 +90,7 @@ async fn man_writes_one_page_per_subcommand_that_groff_reads() {
         !demo.contains("\\-\\-endpoint") && !demo.contains("\\-\\-token"),
         "{demo}"
     );
+    #[cfg(feature = "demo")]
     assert!(demo.contains("\\-\\-instances"), "{demo}");
 
     // The formatter reads every page without a warning.
