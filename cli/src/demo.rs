@@ -65,7 +65,8 @@ impl fmt::Display for Fault {
 pub struct DemoArgs {
     /// HA instances on the failed host (besides one that is not HA-enabled);
     /// a mix of image-backed, boot-from-volume with a stale attachment (the
-    /// field bug), boot-from-volume, and stopped instances
+    /// field bug), boot-from-volume, and stopped instances. The three hosts
+    /// grow to hold them all
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=2000))]
     pub instances: u32,
     /// How much faster than real time the simulated cloud runs
@@ -92,14 +93,25 @@ const FAILED: &str = "compute-01";
 const NEIGHBOUR: &str = "compute-02";
 const SPARE: &str = "compute-03";
 
+/// The vCPUs of each of the demo's three identical hosts: the failed host
+/// holds every instance (`m1.small`: 1 vCPU, 2 GiB), and the spare alone
+/// can take them all. The simulator's default of 64 for up to 63
+/// instances; more, in steps of 16, for more: a fixed 64 left `--instances
+/// 200` with "No valid host was found" for all but 128 of them.
+pub fn host_vcpus(instances: u32) -> u32 {
+    (instances + 1).next_multiple_of(16).max(64)
+}
+
 /// The demo's cloud: `instances` HA instances on the failed host.
 pub fn scenario(instances: u32, speed: f64, seed: u64) -> Result<Scenario, String> {
+    let vcpus = host_vcpus(instances);
+    let host = |name: &str| HostSpec::new(name).capacity(vcpus, u64::from(vcpus) * 4096);
     let mut builder = Scenario::builder()
         .speed(speed)
         .seed(seed)
-        .host(HostSpec::new(FAILED))
-        .host(HostSpec::new(NEIGHBOUR))
-        .host(HostSpec::new(SPARE).disabled("reserved for instance HA"));
+        .host(host(FAILED))
+        .host(host(NEIGHBOUR))
+        .host(host(SPARE).disabled("reserved for instance HA"));
     for i in 0..instances {
         let n = i / 4 + 1;
         let spec = match i % 4 {
@@ -123,11 +135,27 @@ const DEMO_OUTAGE_TOLERANCE: Duration = Duration::from_secs(2);
 const DEMO_RETRY_WINDOW: Duration = Duration::from_secs(6);
 const DEMO_VERDICT_GRACE: Duration = Duration::from_secs(6);
 
+/// How long, in real time, the spare takes to rebuild `instances`
+/// instances: Nova rebuilds a few at a time on each host
+/// (`rebuild_concurrency`, its `max_concurrent_builds`) and queues the
+/// rest, and the engine's clock for each evacuation runs from its request.
+pub fn rebuild_queue(cloud: &openstack_sim::scenario::Settings, instances: u32) -> Duration {
+    let d = &cloud.durations;
+    let one = d.schedule + d.claim + d.block_device_mapping + d.spawn + 2.0 * d.finish;
+    let rounds = f64::from(instances) / cloud.rebuild_concurrency.max(1) as f64;
+    Duration::from_secs_f64(rounds.ceil() * one / cloud.speed.max(f64::MIN_POSITIVE))
+}
+
 /// The engine against `sim`, polling at the simulated cloud's pace (as one
 /// second would be in real time); retries are short so that the failure
-/// path shows quickly.
-async fn start_engine(sim: &Sim, speed: f64) -> Result<Process, Error> {
+/// path shows quickly. Its evacuation deadlines (the test kit's, 20 s and
+/// 5 s) grow by twice the time the spare's queue of rebuilds takes
+/// (`queue`), so that the last instances of a large demo are not given up
+/// on while Nova still has them queued.
+async fn start_engine(sim: &Sim, speed: f64, queue: Duration) -> Result<Process, Error> {
     let mut settings = instanceha_testkit::settings::engine_for(sim);
+    settings.recovery.evacuation_timeout += 2 * queue;
+    settings.recovery.stalled_evacuation_after += 2 * queue;
     settings.recovery.outage_tolerance = DEMO_OUTAGE_TOLERANCE;
     settings.recovery.poll_interval = Duration::from_secs_f64((1.0 / speed).max(0.02));
     settings.openstack.retry.initial_backoff = Duration::from_millis(100);
@@ -268,6 +296,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
         )));
     }
     let scenario = scenario(args.instances, args.speed, args.seed).map_err(Error::Demo)?;
+    let queue = rebuild_queue(&scenario.settings, args.instances);
     let dir =
         tempfile::tempdir().map_err(|e| Error::Demo(format!("no temporary directory: {e}")))?;
     let token = uuid::Uuid::new_v4().simple().to_string();
@@ -286,7 +315,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
     let sim = Sim::start(scenario, "127.0.0.1:0".parse().expect("an address"))
         .await
         .map_err(|e| Error::Demo(format!("the simulated cloud did not start: {e}")))?;
-    let engine = start_engine(&sim, args.speed).await?;
+    let engine = start_engine(&sim, args.speed, queue).await?;
     let api = start_api(&dir.path().join("instanceha.db"), &tokens, engine.addr).await?;
 
     let settings = Settings {
@@ -320,8 +349,12 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
 
     let mut intro = format!(
         "instance-ha demo: a simulated cloud at {}x real time, instanceha-engine on {}, instanceha-api on {}\n\
-         segment \"demo\" (rh_priority): {FAILED} and {NEIGHBOUR}, spare {SPARE}; {} HA instance(s) and 1 unprotected on {FAILED}\n",
-        args.speed, engine.addr, api.addr, args.instances
+         segment \"demo\" (rh_priority): {FAILED} and {NEIGHBOUR}, spare {SPARE} ({} vCPUs each); {} HA instance(s) and 1 unprotected on {FAILED}\n",
+        args.speed,
+        engine.addr,
+        api.addr,
+        host_vcpus(args.instances),
+        args.instances
     );
     if let Some(fault) = args.inject {
         intro.push_str(&format!(
@@ -345,7 +378,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
             "powering {FAILED} off and reporting it as a fenced host monitor would...\n\n"
         ));
     }
-    if ctx.format() == crate::output::Format::Table {
+    if ctx.format().encoding().is_none() {
         ctx.print(&intro)?;
     } else {
         eprint!("{intro}");
@@ -358,7 +391,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
         .map_err(|e| Error::Demo(format!("cannot power {FAILED} off: {e}")))?;
     let notification = if agents.is_some() {
         let (found, text) = crate::demo_agents::reported(&client, FAILED, power_loss).await?;
-        if ctx.format() == crate::output::Format::Table {
+        if ctx.format().encoding().is_none() {
             ctx.print(&text)?;
         } else {
             eprint!("{text}");
@@ -443,6 +476,28 @@ mod tests {
         assert!(scenario.instances[1].stale_attachment);
         assert_eq!(scenario.instances[3].vm_state, "stopped");
         assert_eq!(scenario.instances[8].ha_enabled, Some(false));
+    }
+
+    #[test]
+    fn the_hosts_grow_with_the_instances() {
+        assert_eq!(host_vcpus(6), 64);
+        assert_eq!(host_vcpus(63), 64);
+        assert_eq!(host_vcpus(64), 80);
+        assert_eq!(host_vcpus(2000), 2016);
+        let cloud = scenario(200, 4.0, 1).unwrap();
+        for host in &cloud.hosts {
+            assert!(host.vcpus > 200, "{} has {} vCPUs", host.name, host.vcpus);
+            assert!(
+                host.ram_mb >= 201 * 2048,
+                "{} has {} MiB",
+                host.name,
+                host.ram_mb
+            );
+        }
+        // The queue of rebuilds grows with the instances, shrinks with speed.
+        let queue = |n, speed| rebuild_queue(&scenario(n, speed, 1).unwrap().settings, n);
+        assert!(queue(2000, 4.0) > 9 * queue(200, 4.0));
+        assert!(queue(200, 100.0) < queue(200, 4.0) / 20);
     }
 
     #[test]

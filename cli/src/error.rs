@@ -78,6 +78,7 @@ impl Error {
             Self::Api(err) => exit_for_code(err.code()),
             Self::NoSuchName { .. } => Exit::NotFound,
             Self::AmbiguousName { .. } => Exit::InvalidArgument,
+            Self::Output(output::Error::UnknownColumn { .. }) => Exit::Usage,
             Self::Output(_) | Self::Write(_) => Exit::Other,
             #[cfg(feature = "demo")]
             Self::Demo(_) => Exit::Other,
