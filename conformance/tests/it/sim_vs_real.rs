@@ -191,6 +191,10 @@ struct Recording {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_real_openstack,
+    ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL (a real OpenStack: conformance/real-openstack) to run"
+)]
 async fn the_simulator_answers_the_engine_as_real_openstack_does() {
     compare(
         Failure::Host,
@@ -200,6 +204,10 @@ async fn the_simulator_answers_the_engine_as_real_openstack_does() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_real_openstack,
+    ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL (a real OpenStack: conformance/real-openstack) to run"
+)]
 async fn the_simulator_answers_the_clearing_of_blocking_attachments_as_real_openstack_does() {
     compare(
         Failure::HostWithBlockedVolumes,
@@ -209,6 +217,10 @@ async fn the_simulator_answers_the_clearing_of_blocking_attachments_as_real_open
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_real_openstack,
+    ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL (a real OpenStack: conformance/real-openstack) to run"
+)]
 async fn the_simulator_answers_an_instance_recovery_as_real_openstack_does() {
     compare(
         Failure::Instance,
@@ -218,6 +230,10 @@ async fn the_simulator_answers_an_instance_recovery_as_real_openstack_does() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_real_openstack,
+    ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL (a real OpenStack: conformance/real-openstack) to run"
+)]
 async fn the_simulator_answers_a_process_recovery_as_real_openstack_does() {
     compare(
         Failure::Process,

@@ -487,11 +487,19 @@ fn store_applies_batches_in_order_exactly_once_or_not_at_all() {
 }
 
 #[test]
+#[cfg_attr(
+    no_postgres,
+    ignore = "set INSTANCEHA_TEST_POSTGRES_URL (a PostgreSQL server) to run"
+)]
 fn store_applies_batches_in_order_exactly_once_or_not_at_all_on_postgres() {
     check_store(Backend::Postgres, 48);
 }
 
 #[test]
+#[cfg_attr(
+    no_mysql,
+    ignore = "set INSTANCEHA_TEST_MYSQL_URL (a MySQL or MariaDB server) to run"
+)]
 fn store_applies_batches_in_order_exactly_once_or_not_at_all_on_mysql() {
     check_store(Backend::Mysql, 48);
 }

@@ -646,11 +646,19 @@ fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    no_postgres,
+    ignore = "set INSTANCEHA_TEST_POSTGRES_URL (a PostgreSQL server) to run"
+)]
 fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing_on_postgres() {
     check_requests(Backend::Postgres, 192);
 }
 
 #[test]
+#[cfg_attr(
+    no_mysql,
+    ignore = "set INSTANCEHA_TEST_MYSQL_URL (a MySQL or MariaDB server) to run"
+)]
 fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing_on_mysql() {
     check_requests(Backend::Mysql, 192);
 }
