@@ -168,7 +168,15 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
         "instanceha_openstack_request_duration_seconds_bucket",
         "instanceha_dispatch_runs_total{end=\"done\"}",
         "instanceha_dispatch_streams_open",
+        "instanceha_dispatch_oldest_stream_seconds ",
         "instanceha_engine_instances_in_flight",
+        "instanceha_engine_first_evacuation_seconds_bucket",
+        "instanceha_engine_evacuation_spread_seconds_count",
+        "instanceha_engine_recovery_tail_seconds_sum",
+        "instanceha_reports_total{outcome=\"stored\",type=\"COMPUTE_HOST\"} ",
+        "instanceha_build_info{service=\"tests\",version=",
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
     ] {
         assert!(text.contains(expected), "{expected} missing from:\n{text}");
     }
