@@ -368,10 +368,7 @@ impl Run {
                 self.reporter
                     .step(id, "evacuate", format!("evacuating to {target}"));
                 let request_id = match self.request_evacuation(id, target, &mut follower).await? {
-                    Ok(request_id) => {
-                        self.evacuations.requested(self.now());
-                        request_id
-                    }
+                    Ok(request_id) => request_id,
                     Err(failure) if failure.target_related && !last => {
                         failures.push(format!("{target}: {failure}"));
                         continue 'targets;
