@@ -161,9 +161,14 @@ fn open_streams() -> &'static Mutex<BTreeMap<u64, Instant>> {
 /// The age of the oldest stream open now (zero when none is).
 fn oldest_stream() -> std::time::Duration {
     let open = open_streams().lock().unwrap_or_else(|e| e.into_inner());
-    open.values()
+    oldest(open.values().copied(), Instant::now())
+}
+
+/// How long before `now` the earliest of `opened` was (zero for none).
+fn oldest(opened: impl Iterator<Item = Instant>, now: Instant) -> std::time::Duration {
+    opened
         .min()
-        .map(|opened| opened.elapsed())
+        .map(|at| now.saturating_duration_since(at))
         .unwrap_or_default()
 }
 
@@ -257,4 +262,32 @@ pub fn report(kind: &'static str, outcome: ReportOutcome) {
             KeyValue::new("outcome", outcome.as_str()),
         ],
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_oldest_open_run_is_the_earliest_opened() {
+        let now = Instant::now() + Duration::from_secs(3600);
+        let opened = [
+            now - Duration::from_secs(90),
+            now - Duration::from_secs(1900),
+            now - Duration::from_secs(5),
+        ];
+        assert_eq!(oldest(opened.into_iter(), now), Duration::from_secs(1900));
+        assert_eq!(oldest(std::iter::empty(), now), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_stream_is_watched_until_it_closes() {
+        let open = OpenStream::open();
+        let number = open.number;
+        assert!(open_streams().lock().unwrap().contains_key(&number));
+        drop(open);
+        assert!(!open_streams().lock().unwrap().contains_key(&number));
+    }
 }
