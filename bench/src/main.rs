@@ -460,6 +460,17 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     Ok(all_ok)
 }
 
+/// The calls the simulator's request log keeps in a run (the last ones).
+pub const REQUEST_LOG: usize = 1_000;
+/// ... and with `--keep`: every call of any run this machine can hold
+/// (the simulator's memory grows with it: its figures are not comparable).
+pub const KEPT_REQUEST_LOG: usize = 50_000_000;
+
+/// What a kept run directory holds, printed with its path.
+const KEPT: &str = "each run's folder holds every configuration and database, each service's \
+                    output (instanceha-api.log, instanceha-engine.log, openstack-sim.log) and \
+                    every call the simulator served (sim-requests.json)";
+
 /// The directory the runs keep their files in: `--work-dir`, or a
 /// temporary one, removed at the end unless `--keep`.
 struct WorkDir {
@@ -485,14 +496,17 @@ impl WorkDir {
 
     /// Removes a temporary directory, or keeps it and says where.
     fn finish(self, keep: bool) {
-        if let Some(temp) = self.temp
-            && keep
-        {
-            eprintln!(
-                "instanceha-bench: run directory kept: {}",
-                temp.keep().display()
-            );
+        if !keep {
+            return;
         }
+        let root = match self.temp {
+            Some(temp) => temp.keep(),
+            None => self.root,
+        };
+        eprintln!(
+            "instanceha-bench: run directory kept: {}; {KEPT}",
+            root.display()
+        );
     }
 }
 
