@@ -41,9 +41,9 @@ impl Bench<'_> {
             engine_env,
             api_env,
             request_log_capacity: if self.common.keep {
-                crate::KEPT_REQUEST_LOG
+                crate::workdir::KEPT_REQUEST_LOG
             } else {
-                crate::REQUEST_LOG
+                crate::workdir::REQUEST_LOG
             },
         };
         std::fs::create_dir_all(&dir.path)?;

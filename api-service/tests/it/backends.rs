@@ -138,7 +138,7 @@ macro_rules! on_every_backend {
         mod postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                #[cfg_attr(no_postgres, ignore = "set INSTANCEHA_TEST_POSTGRES_URL (a PostgreSQL server) to run")]
+                #[cfg_attr(no_postgres, ignore = "set INSTANCEHA_TEST_POSTGRES_URL to run")]
                 async fn $name() {
                     super::$name($crate::backends::Backend::Postgres).await;
                 }
@@ -147,7 +147,7 @@ macro_rules! on_every_backend {
         mod mysql {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                #[cfg_attr(no_mysql, ignore = "set INSTANCEHA_TEST_MYSQL_URL (a MySQL or MariaDB server) to run")]
+                #[cfg_attr(no_mysql, ignore = "set INSTANCEHA_TEST_MYSQL_URL to run")]
                 async fn $name() {
                     super::$name($crate::backends::Backend::Mysql).await;
                 }

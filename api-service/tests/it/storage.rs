@@ -264,10 +264,7 @@ async fn postgres_read_only(database: &str, read_only: bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    no_postgres,
-    ignore = "set INSTANCEHA_TEST_POSTGRES_URL (a PostgreSQL server) to run"
-)]
+#[cfg_attr(no_postgres, ignore = "set INSTANCEHA_TEST_POSTGRES_URL to run")]
 async fn a_read_only_postgresql_refuses_reports_as_unavailable_then_recovers() {
     let Some(mut app) =
         spawn_app_with(Backend::Postgres, crate::helpers::every_report_counts).await

@@ -486,25 +486,7 @@ fn store_applies_batches_in_order_exactly_once_or_not_at_all() {
     check_store(Backend::Sqlite, 128);
 }
 
-#[test]
-#[cfg_attr(
-    no_postgres,
-    ignore = "set INSTANCEHA_TEST_POSTGRES_URL (a PostgreSQL server) to run"
-)]
-fn store_applies_batches_in_order_exactly_once_or_not_at_all_on_postgres() {
-    check_store(Backend::Postgres, 48);
-}
-
-#[test]
-#[cfg_attr(
-    no_mysql,
-    ignore = "set INSTANCEHA_TEST_MYSQL_URL (a MySQL or MariaDB server) to run"
-)]
-fn store_applies_batches_in_order_exactly_once_or_not_at_all_on_mysql() {
-    check_store(Backend::Mysql, 48);
-}
-
-fn check_store(backend: Backend, cases: u32) {
+pub(super) fn check_store(backend: Backend, cases: u32) {
     let rt = runtime();
     let mut url = String::new();
     let Some(mut app) = rt.block_on(spawn_app_with(backend, |s| url = s.database.url.clone()))

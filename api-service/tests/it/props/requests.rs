@@ -645,25 +645,7 @@ fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing() {
     check_requests(Backend::Sqlite, 512);
 }
 
-#[test]
-#[cfg_attr(
-    no_postgres,
-    ignore = "set INSTANCEHA_TEST_POSTGRES_URL (a PostgreSQL server) to run"
-)]
-fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing_on_postgres() {
-    check_requests(Backend::Postgres, 192);
-}
-
-#[test]
-#[cfg_attr(
-    no_mysql,
-    ignore = "set INSTANCEHA_TEST_MYSQL_URL (a MySQL or MariaDB server) to run"
-)]
-fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing_on_mysql() {
-    check_requests(Backend::Mysql, 192);
-}
-
-fn check_requests(backend: Backend, cases: u32) {
+pub(super) fn check_requests(backend: Backend, cases: u32) {
     let rt = runtime();
     let mut url = String::new();
     let Some(mut app) = rt.block_on(spawn_app_with(backend, |settings| {
