@@ -107,7 +107,7 @@ async fn a_host_recovery_observes_each_phase_once() {
     sim.power_off(FAILED).unwrap();
 
     let clock = Clock::tokio();
-    let (reporter, mut events) = Reporter::new();
+    let (reporter, mut events) = Reporter::new(clock.clone());
     let started = clock.now();
     engine
         .run(host_failure(), reporter, CancellationToken::new())
