@@ -144,14 +144,14 @@ fn describe(
         }
         Code::Unavailable => format!(
             "cannot reach instanceha-api at {endpoint}: {message} — is it running? check \
-             --endpoint or INSTANCEHA_ENDPOINT"
+             --endpoint or INSTANCEHA_CLI_ENDPOINT"
         ),
         Code::DeadlineExceeded => format!(
             "instanceha-api at {endpoint} ran out of time: {message} — retry, or raise --timeout"
         ),
         Code::Unauthenticated => format!(
             "instanceha-api at {endpoint} did not accept the credentials: {message} — set \
-             --token or INSTANCEHA_TOKEN to a valid token"
+             --token or INSTANCEHA_CLI_TOKEN to a valid token"
         ),
         Code::PermissionDenied => {
             format!("permission denied: {message} — use a token that is allowed to change {what}s")
@@ -554,7 +554,7 @@ mod tests {
         assert!(answered.contains("is unavailable"), "{answered}");
         assert!(!answered.contains("is it running"), "{answered}");
         assert!(message_of(Code::Unavailable, Resource::Host).contains("http://127.0.0.1:1"));
-        assert!(message_of(Code::Unauthenticated, Resource::Host).contains("INSTANCEHA_TOKEN"));
+        assert!(message_of(Code::Unauthenticated, Resource::Host).contains("INSTANCEHA_CLI_TOKEN"));
         assert!(message_of(Code::NotFound, Resource::Host).contains("instanceha host list"));
         assert!(
             message_of(Code::AlreadyExists, Resource::Notification).contains("notification watch")

@@ -97,7 +97,7 @@ impl Settings {
         };
 
         let (endpoint, origin) = match (overrides.endpoint, file.endpoint) {
-            (Some(flag), _) => (flag, "--endpoint or INSTANCEHA_ENDPOINT".to_owned()),
+            (Some(flag), _) => (flag, "--endpoint or INSTANCEHA_CLI_ENDPOINT".to_owned()),
             (None, Some(from_file)) => (from_file, file_origin()),
             (None, None) => (DEFAULT_ENDPOINT.to_owned(), "the default".to_owned()),
         };
@@ -116,7 +116,7 @@ impl Settings {
         if let Some(token) = &token {
             check_token(token).map_err(|reason| Error::Invalid {
                 setting: "token",
-                origin: "--token, INSTANCEHA_TOKEN or the configuration file".to_owned(),
+                origin: "--token, INSTANCEHA_CLI_TOKEN or the configuration file".to_owned(),
                 reason,
             })?;
         }

@@ -246,7 +246,7 @@ fn keep_running_text(
     format!(
         "\nthe services keep running (Ctrl-C to stop):\n  \
          instanceha-api (gRPC)   {}\n{console}  instanceha-engine       {}\n  openstack-sim           {}  (control API under /sim/, see openstack-sim/README.md)\n\n\
-         try:\n  export INSTANCEHA_ENDPOINT=http://{} INSTANCEHA_TOKEN={token}\n  \
+         try:\n  export INSTANCEHA_CLI_ENDPOINT=http://{} INSTANCEHA_CLI_TOKEN={token}\n  \
          instanceha notification list\n  instanceha vmove list {notification}\n  \
          curl -s {}/sim/state | head -c 600\n",
         api.addr,

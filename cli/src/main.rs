@@ -57,13 +57,18 @@ struct Cli {
 #[derive(Args, Debug)]
 struct GlobalArgs {
     /// The instanceha-api address [default: http://127.0.0.1:15869]
-    #[arg(long, global = true, env = "INSTANCEHA_ENDPOINT", value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        env = "INSTANCEHA_CLI_ENDPOINT",
+        value_name = "URL"
+    )]
     endpoint: Option<String>,
     /// Sent as `authorization: Bearer TOKEN` on every call
     #[arg(
         long,
         global = true,
-        env = "INSTANCEHA_TOKEN",
+        env = "INSTANCEHA_CLI_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN"
     )]
@@ -73,7 +78,7 @@ struct GlobalArgs {
         long,
         short = 'f',
         global = true,
-        env = "INSTANCEHA_FORMAT",
+        env = "INSTANCEHA_CLI_FORMAT",
         value_enum
     )]
     format: Option<Format>,
@@ -81,7 +86,7 @@ struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "INSTANCEHA_TIMEOUT",
+        env = "INSTANCEHA_CLI_TIMEOUT",
         value_name = "DURATION",
         value_parser = config::parse_timeout
     )]
@@ -89,7 +94,12 @@ struct GlobalArgs {
     /// Configuration file (TOML: endpoint, token, format, timeout)
     /// [default: $XDG_CONFIG_HOME/instanceha/cli.toml or
     /// ~/.config/instanceha/cli.toml, if it exists]
-    #[arg(long, global = true, env = "INSTANCEHA_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "INSTANCEHA_CLI_CONFIG",
+        value_name = "FILE"
+    )]
     config: Option<PathBuf>,
 }
 
@@ -174,7 +184,7 @@ mod tests {
     fn help_documents_the_exit_codes_and_the_environment() {
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("Exit codes:"), "{help}");
-        assert!(help.contains("INSTANCEHA_TOKEN"), "{help}");
+        assert!(help.contains("INSTANCEHA_CLI_TOKEN"), "{help}");
     }
 
     #[test]
