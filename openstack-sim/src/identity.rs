@@ -378,6 +378,22 @@ impl Identity {
         ))
     }
 
+    /// Token login (`methods: ["token"]`): a new token for the same user and project, expiring
+    /// with the one presented, as Keystone does.
+    pub fn token_login(&mut self, presented: &str) -> Result<(String, Token), Error> {
+        let found = self.validate(presented)?.clone();
+        let (id, mut token) = self.issue(
+            found.user_id,
+            found.project_id,
+            found.roles,
+            vec!["token".into()],
+            found.application_credential,
+        );
+        token.expires_at = found.expires_at;
+        self.tokens.insert(id.clone(), token.clone());
+        Ok((id, token))
+    }
+
     fn issue(
         &mut self,
         user_id: String,

@@ -1,5 +1,5 @@
-//! Keystone v3 over HTTP: version discovery, token issue (password and application credential),
-//! validation with `X-Subject-Token`, and revocation.
+//! Keystone v3 over HTTP: version discovery, token issue (password, application credential and
+//! token), validation with `X-Subject-Token`, and revocation.
 
 use std::sync::Arc;
 
@@ -282,6 +282,16 @@ async fn issue_token(
                 secret,
                 scope.is_some(),
             )
+        } else if methods.contains(&"token") {
+            match identity.pointer("/token/id").and_then(Value::as_str) {
+                Some(presented) => world.identity.token_login(presented),
+                None => {
+                    return bad_request(
+                        &shared,
+                        "Invalid input for field 'token': 'id' is a required property",
+                    );
+                }
+            }
         } else {
             Err(identity::Error::Unauthenticated)
         }
