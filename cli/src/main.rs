@@ -11,6 +11,7 @@ mod demo;
 #[cfg(feature = "demo")]
 mod demo_agents;
 mod error;
+mod login;
 mod output;
 mod resources;
 mod watch;
@@ -101,6 +102,8 @@ struct GlobalArgs {
         value_name = "FILE"
     )]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    login: login::LoginArgs,
 }
 
 impl GlobalArgs {
@@ -141,10 +144,16 @@ enum Command {
 }
 
 async fn run(cli: Cli) -> Result<Exit, Error> {
-    let settings = Settings::load(
+    let login = cli.global.login.clone();
+    let mut settings = Settings::load(
         cli.global.overrides(),
         config::default_path_from_env().as_deref(),
     )?;
+    // The demo runs its own cloud and API: no login to the operator's.
+    if !matches!(cli.command, Command::Demo(_)) {
+        let env = std::env::vars().collect();
+        login::log_in(&login, &env, &mut settings).await?;
+    }
     let mut ctx = Context::stdout(settings);
     match cli.command {
         Command::Segment(command) => commands::segment::run(command, &mut ctx).await,

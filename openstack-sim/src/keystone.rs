@@ -91,14 +91,16 @@ fn user_ref(v: &Value) -> UserRef {
 
 /// The catalog entries: compute, block-storage and volumev3 (plus identity), each with a public
 /// and an internal endpoint; without Cinder's two when `block_storage` is off; with
-/// `instance-ha` at `instance_ha_url` when the scenario registers one.
+/// `instance-ha` at `instance_ha_url` and `instance-ha-grpc` at `instance_ha_grpc_url` when the
+/// scenario registers them.
 pub(crate) fn catalog(
     base_url: &str,
     region: &str,
     project_id: &str,
     block_storage: bool,
-    instance_ha_url: Option<&str>,
+    instance_ha: (Option<&str>, Option<&str>),
 ) -> Value {
+    let (instance_ha_url, instance_ha_grpc_url) = instance_ha;
     let registered = |kind: &str, name: &str, id: &str, url: &dyn Fn(Interface) -> String| {
         let endpoints: Vec<Value> = [Interface::Public, Interface::Internal]
             .iter()
@@ -138,6 +140,14 @@ pub(crate) fn catalog(
             "instance-ha",
             "masakari",
             "9d0e1f2a3b4c45d6e7f8a9b0c1d2e3f4",
+            &|_| url.to_owned(),
+        ));
+    }
+    if let Some(url) = instance_ha_grpc_url {
+        entries.push(registered(
+            "instance-ha-grpc",
+            "instanceha",
+            "4a5b6c7d8e9f40a1b2c3d4e5f6a7b8c9",
             &|_| url.to_owned(),
         ));
     }
@@ -195,7 +205,10 @@ fn token_body(shared: &Shared, token: &Token, with_catalog: bool) -> Value {
             &world.settings.region,
             &token.project_id,
             world.settings.block_storage,
-            world.settings.instance_ha_url.as_deref(),
+            (
+                world.settings.instance_ha_url.as_deref(),
+                world.settings.instance_ha_grpc_url.as_deref(),
+            ),
         );
     }
     json!({"token": body})

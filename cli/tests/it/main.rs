@@ -10,6 +10,7 @@ mod errors;
 mod fake_api;
 mod helpers;
 mod hosts;
+mod login;
 mod notifications;
 mod paging;
 mod segments;
