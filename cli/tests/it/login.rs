@@ -3,8 +3,12 @@
 //! `OS_CLOUD`, or the `OS_*` variables; the API validates the Keystone
 //! token, and its address comes from the catalog (`instance-ha-grpc`).
 
+use std::time::Duration;
+
 use instanceha_api::auth::AuthMode;
-use openstack_client::credentials::AuthSettings;
+use openstack_client::credentials::{AuthSettings, Credentials};
+use openstack_client::keystone::Keystone;
+use openstack_client::retry::RetryPolicy;
 use openstack_sim::scenario::HostSpec;
 use openstack_sim::{Scenario, Sim};
 
@@ -28,22 +32,31 @@ async fn keystone_and_api() -> (Sim, TestApi) {
     let sim = Sim::start(scenario(None), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let auth_url = sim.auth_url();
+    let keystone = admin_settings(&sim);
     let api = spawn_api_with(|settings| {
         settings.auth.mode = AuthMode::Keystone;
-        settings.auth.keystone = AuthSettings {
-            auth_url: Some(auth_url),
-            username: Some("admin".into()),
-            password: Some(instanceha_runtime::secret::Secret::new(PASSWORD)),
-            project_name: Some("admin".into()),
-            user_domain_name: Some("Default".into()),
-            project_domain_name: Some("Default".into()),
-            ..AuthSettings::default()
-        };
+        settings.auth.keystone = keystone;
     })
     .await;
     sim.load_scenario(scenario(Some(&api.endpoint))).unwrap();
     (sim, api)
+}
+
+/// The simulator's admin (the API's own identity).
+fn admin_settings(sim: &Sim) -> AuthSettings {
+    AuthSettings {
+        auth_url: Some(sim.auth_url()),
+        username: Some("admin".into()),
+        password: Some(instanceha_runtime::secret::Secret::new(PASSWORD)),
+        project_name: Some("admin".into()),
+        user_domain_name: Some("Default".into()),
+        project_domain_name: Some("Default".into()),
+        ..AuthSettings::default()
+    }
+}
+
+fn admin(sim: &Sim) -> Credentials {
+    admin_settings(sim).credentials().unwrap()
 }
 
 /// A `clouds.yaml` with cloud `sim` (no password) and a `secure.yaml`
@@ -153,6 +166,24 @@ async fn os_variables_log_in_and_a_missing_catalog_entry_is_explained() {
         .expect_exit(2)
         .expect_stderr("no instance-ha-grpc endpoint in the catalog for interfaces [\"admin\"]")
         .expect_stderr("or give --endpoint");
+    // A token of the same user, exchanged (auth type token): no password.
+    let keystone = Keystone::standalone(
+        admin(&sim),
+        RetryPolicy::default(),
+        Duration::from_secs(5),
+        &Default::default(),
+    )
+    .unwrap();
+    let token = keystone.token().await.unwrap().value.expose().to_owned();
+    let mut by_token = home.instanceha(["segment", "list"]);
+    by_token
+        .env("OS_AUTH_URL", sim.auth_url())
+        .env("OS_AUTH_TYPE", "v3token")
+        .env("OS_TOKEN", &token)
+        .env("OS_PROJECT_NAME", "admin")
+        .env("OS_PROJECT_DOMAIN_NAME", "Default");
+    run(by_token).await.expect_exit(0);
+
     sim.load_scenario(scenario(None)).unwrap();
     run(with_os(&["segment", "list"]))
         .await
