@@ -1,13 +1,17 @@
 //! The API's metrics, recorded through the global OpenTelemetry meter
 //! (exported over OTLP and served for Prometheus by the binary; a no-op
 //! where none is installed): notifications by type and final status,
-//! vmoves by status, recovery durations, the dispatch streams, and the
-//! instance locks notifications left held when they ended.
+//! vmoves by status, recovery durations, the dispatch streams, the
+//! instance locks notifications left held when they ended, and the reports
+//! the intake stored, replayed, refused or failed to store.
 
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Histogram, UpDownCounter};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, ObservableGauge, UpDownCounter};
+use tokio::time::Instant;
 
 use crate::domain::{Notification, VMove};
 
@@ -17,11 +21,14 @@ struct Instruments {
     vmoves: Counter<u64>,
     vmove_duration: Histogram<f64>,
     streams_open: UpDownCounter<i64>,
+    /// Kept so that its callback stays registered.
+    _oldest_stream: ObservableGauge<f64>,
     runs: Counter<u64>,
     locks_left: Counter<u64>,
     locks_held: Gauge<u64>,
     hosts_held: Gauge<u64>,
     holds: Counter<u64>,
+    reports: Counter<u64>,
 }
 
 const SECONDS: [f64; 14] = [
@@ -59,6 +66,13 @@ fn instruments() -> &'static Instruments {
                 .i64_up_down_counter("instanceha_dispatch_streams_open")
                 .with_description("Recover streams to the engine open right now")
                 .build(),
+            _oldest_stream: meter
+                .f64_observable_gauge("instanceha_dispatch_oldest_stream_seconds")
+                .with_description(
+                    "How long the oldest Recover stream this replica has open has been open (0: none): a run going on for longer than expected",
+                )
+                .with_callback(|gauge| gauge.observe(oldest_stream().as_secs_f64(), &[]))
+                .build(),
             runs: meter
                 .u64_counter("instanceha_dispatch_runs")
                 .with_description(
@@ -84,6 +98,12 @@ fn instruments() -> &'static Instruments {
             holds: meter
                 .u64_counter("instanceha_host_holds")
                 .with_description("Times the flapping guard held a host out of service")
+                .build(),
+            reports: meter
+                .u64_counter("instanceha_reports")
+                .with_description(
+                    "Failure reports the intake answered, by type and outcome (stored, replayed, refused by a rule, failed: not stored)",
+                )
                 .build(),
         }
     })
@@ -132,11 +152,54 @@ pub fn vmove_resolved(vmove: &VMove) {
     }
 }
 
-/// A Recover stream opened (`true`) or closed (`false`).
-pub fn stream(open: bool) {
-    instruments()
-        .streams_open
-        .add(if open { 1 } else { -1 }, &[]);
+/// When each Recover stream open now was opened, by a number.
+fn open_streams() -> &'static Mutex<BTreeMap<u64, Instant>> {
+    static OPEN: OnceLock<Mutex<BTreeMap<u64, Instant>>> = OnceLock::new();
+    OPEN.get_or_init(Mutex::default)
+}
+
+/// The age of the oldest stream open now (zero when none is).
+fn oldest_stream() -> std::time::Duration {
+    let open = open_streams().lock().unwrap_or_else(|e| e.into_inner());
+    oldest(open.values().copied(), Instant::now())
+}
+
+/// How long before `now` the earliest of `opened` was (zero for none).
+fn oldest(opened: impl Iterator<Item = Instant>, now: Instant) -> std::time::Duration {
+    opened
+        .min()
+        .map(|at| now.saturating_duration_since(at))
+        .unwrap_or_default()
+}
+
+/// A Recover stream open: counted, and its age watched, until dropped
+/// (whichever way the run ends).
+#[derive(Debug)]
+pub struct OpenStream {
+    number: u64,
+}
+
+impl OpenStream {
+    pub fn open() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let number = NEXT.fetch_add(1, Ordering::Relaxed);
+        open_streams()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(number, Instant::now());
+        instruments().streams_open.add(1, &[]);
+        Self { number }
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        open_streams()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.number);
+        instruments().streams_open.add(-1, &[]);
+    }
 }
 
 /// A run ended: `done`, `lost` or `engine_unreachable`.
@@ -164,4 +227,67 @@ pub fn hosts_held(count: u64) {
 /// The flapping guard held a host.
 pub fn host_held() {
     instruments().holds.add(1, &[]);
+}
+
+/// How the intake answered a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportOutcome {
+    /// A new notification.
+    Stored,
+    /// The answer of an earlier report with the same key.
+    Replayed,
+    /// Refused by an intake rule (a duplicate, a host on maintenance...).
+    Refused,
+    /// Not stored: the database failed or the intake is shutting down.
+    Failed,
+}
+
+impl ReportOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stored => "stored",
+            Self::Replayed => "replayed",
+            Self::Refused => "refused",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// The intake answered a report of `kind` so.
+pub fn report(kind: &'static str, outcome: ReportOutcome) {
+    instruments().reports.add(
+        1,
+        &[
+            KeyValue::new("type", kind),
+            KeyValue::new("outcome", outcome.as_str()),
+        ],
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_oldest_open_run_is_the_earliest_opened() {
+        let now = Instant::now() + Duration::from_secs(3600);
+        let opened = [
+            now - Duration::from_secs(90),
+            now - Duration::from_secs(1900),
+            now - Duration::from_secs(5),
+        ];
+        assert_eq!(oldest(opened.into_iter(), now), Duration::from_secs(1900));
+        assert_eq!(oldest(std::iter::empty(), now), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_stream_is_watched_until_it_closes() {
+        let open = OpenStream::open();
+        let number = open.number;
+        assert!(open_streams().lock().unwrap().contains_key(&number));
+        drop(open);
+        assert!(!open_streams().lock().unwrap().contains_key(&number));
+    }
 }

@@ -27,6 +27,9 @@ pub struct RunDir {
     /// Extra environment of the engine and of the API (experiments only).
     pub engine_env: Vec<(String, String)>,
     pub api_env: Vec<(String, String)>,
+    /// Calls the simulator's request log keeps (saved to
+    /// `sim-requests.json` after a run): every call when the run is kept.
+    pub request_log_capacity: usize,
 }
 
 fn env_of(pairs: &[(String, String)]) -> Vec<(&str, String)> {
@@ -64,7 +67,12 @@ impl Cloud {
         let (sim, control) = start_sim(
             binaries,
             dir,
-            &scenario.sim_toml(&options.timing, speed, options.seed),
+            &scenario.sim_toml(
+                &options.timing,
+                speed,
+                options.seed,
+                dir.request_log_capacity,
+            ),
         )
         .await?;
 

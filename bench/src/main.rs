@@ -31,6 +31,7 @@ mod scenario;
 mod sim;
 mod soak;
 mod stats;
+mod workdir;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +45,7 @@ use crate::procs::Binaries;
 use crate::report::{Document, Machine};
 use crate::runs::Bench;
 use crate::scenario::{NAMED, Scenario, TimingModel};
+use crate::workdir::WorkDir;
 
 /// The performance benchmark of instance-ha: recovery time against what
 /// simulated Nova allows, dispatch latency, intake and memory.
@@ -458,42 +460,6 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     }
     work.finish(common.keep);
     Ok(all_ok)
-}
-
-/// The directory the runs keep their files in: `--work-dir`, or a
-/// temporary one, removed at the end unless `--keep`.
-struct WorkDir {
-    root: PathBuf,
-    temp: Option<tempfile::TempDir>,
-}
-
-impl WorkDir {
-    fn create(common: &Common) -> anyhow::Result<Self> {
-        let (root, temp) = match &common.work_dir {
-            Some(dir) => (dir.clone(), None),
-            None => {
-                let temp = tempfile::Builder::new()
-                    .prefix("instanceha-bench-")
-                    .tempdir()
-                    .context("creating the run directory")?;
-                (temp.path().to_owned(), Some(temp))
-            }
-        };
-        std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-        Ok(Self { root, temp })
-    }
-
-    /// Removes a temporary directory, or keeps it and says where.
-    fn finish(self, keep: bool) {
-        if let Some(temp) = self.temp
-            && keep
-        {
-            eprintln!(
-                "instanceha-bench: run directory kept: {}",
-                temp.keep().display()
-            );
-        }
-    }
 }
 
 /// `real`: the host failure on the real stack; `settings` given where

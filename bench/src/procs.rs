@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, Command};
 
 /// The three service binaries.
@@ -177,9 +177,9 @@ pub struct Service {
 }
 
 impl Service {
-    /// Starts `program` with `args`, its stderr (the logs) to `log`, and
-    /// waits (at most a minute) for the line `<marker> <address>` on its
-    /// stdout.
+    /// Starts `program` with `args`, its stdout (the services' logs) and
+    /// stderr (a panic's message) both to `log`, and waits (at most a
+    /// minute) for the line `<marker> <address>` on its stdout.
     pub async fn start(
         name: &'static str,
         program: &Path,
@@ -210,8 +210,16 @@ impl Service {
         marker: &str,
         within: Duration,
     ) -> anyhow::Result<Self> {
-        let log_file =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        // Both streams append to the one file, each write at its end.
+        let append = || {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&log)
+                .with_context(|| format!("opening {}", log.display()))
+        };
+        let log_file = append()?;
+        let mut stdout_log = tokio::fs::File::from_std(append()?);
         let mut command = Command::new(program);
         command
             .args(args)
@@ -241,6 +249,8 @@ impl Service {
         let mut lines = BufReader::new(stdout).lines();
         let wait = async {
             while let Some(line) = lines.next_line().await? {
+                stdout_log.write_all(format!("{line}\n").as_bytes()).await?;
+                stdout_log.flush().await?;
                 if let Some(rest) = line.split_once(marker).map(|(_, r)| r.trim()) {
                     return Ok::<_, std::io::Error>(Some(rest.to_owned()));
                 }
@@ -256,8 +266,13 @@ impl Service {
                 bail!("{name} did not start ({other:?}); the end of its log:\n{tail}");
             }
         };
-        // Keep reading stdout so that the process never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        // The rest of stdout to the log, read so that the process never
+        // blocks on a full pipe.
+        let mut rest = lines.into_inner();
+        tokio::spawn(async move {
+            let _ = tokio::io::copy_buf(&mut rest, &mut stdout_log).await;
+            let _ = stdout_log.flush().await;
+        });
         Ok(Self {
             name,
             child,

@@ -40,6 +40,11 @@ impl Bench<'_> {
             log_filter: self.common.log_filter.clone(),
             engine_env,
             api_env,
+            request_log_capacity: if self.common.keep {
+                crate::workdir::KEPT_REQUEST_LOG
+            } else {
+                crate::workdir::REQUEST_LOG
+            },
         };
         std::fs::create_dir_all(&dir.path)?;
         Ok(dir)

@@ -163,7 +163,14 @@ impl Scenario {
     }
 
     /// The simulator's scenario file (TOML).
-    pub fn sim_toml(&self, timing: &TimingModel, speed: f64, seed: u64) -> String {
+    /// `request_log_capacity`: the calls its request log keeps.
+    pub fn sim_toml(
+        &self,
+        timing: &TimingModel,
+        speed: f64,
+        seed: u64,
+        request_log_capacity: usize,
+    ) -> String {
         let t = timing;
         let mut s = String::new();
         let _ = writeln!(s, "# instanceha-bench scenario {}", self.name);
@@ -179,7 +186,7 @@ impl Scenario {
             t.stale_attachment_timeout
         );
         let _ = writeln!(s, "max_limit = 1000");
-        let _ = writeln!(s, "request_log_capacity = 1000");
+        let _ = writeln!(s, "request_log_capacity = {request_log_capacity}");
         let _ = writeln!(s, "\n[settings.durations]");
         for (key, value) in [
             ("api_latency", t.api_latency),

@@ -133,7 +133,7 @@ impl Settings {
             (None, Some(name)) => Format::from_str(&name, true).map_err(|_| Error::Invalid {
                 setting: "format",
                 origin: file_origin(),
-                reason: format!("{name:?} is not one of table, json or yaml"),
+                reason: format!("{name:?} is not one of table, json, yaml, value or csv"),
             })?,
             (None, None) => Format::Table,
         };

@@ -65,7 +65,8 @@ impl fmt::Display for Fault {
 pub struct DemoArgs {
     /// HA instances on the failed host (besides one that is not HA-enabled);
     /// a mix of image-backed, boot-from-volume with a stale attachment (the
-    /// field bug), boot-from-volume, and stopped instances
+    /// field bug), boot-from-volume, and stopped instances. The three hosts
+    /// grow to hold them all
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=2000))]
     pub instances: u32,
     /// How much faster than real time the simulated cloud runs
@@ -92,14 +93,25 @@ const FAILED: &str = "compute-01";
 const NEIGHBOUR: &str = "compute-02";
 const SPARE: &str = "compute-03";
 
+/// The vCPUs of each of the demo's three identical hosts: the failed host
+/// holds every instance (`m1.small`: 1 vCPU, 2 GiB), and the spare alone
+/// can take them all. The simulator's default of 64 for up to 63
+/// instances; more, in steps of 16, for more: a fixed 64 left `--instances
+/// 200` with "No valid host was found" for all but 128 of them.
+pub fn host_vcpus(instances: u32) -> u32 {
+    (instances + 1).next_multiple_of(16).max(64)
+}
+
 /// The demo's cloud: `instances` HA instances on the failed host.
 pub fn scenario(instances: u32, speed: f64, seed: u64) -> Result<Scenario, String> {
+    let vcpus = host_vcpus(instances);
+    let host = |name: &str| HostSpec::new(name).capacity(vcpus, u64::from(vcpus) * 4096);
     let mut builder = Scenario::builder()
         .speed(speed)
         .seed(seed)
-        .host(HostSpec::new(FAILED))
-        .host(HostSpec::new(NEIGHBOUR))
-        .host(HostSpec::new(SPARE).disabled("reserved for instance HA"));
+        .host(host(FAILED))
+        .host(host(NEIGHBOUR))
+        .host(host(SPARE).disabled("reserved for instance HA"));
     for i in 0..instances {
         let n = i / 4 + 1;
         let spec = match i % 4 {
@@ -114,18 +126,36 @@ pub fn scenario(instances: u32, speed: f64, seed: u64) -> Result<Scenario, Strin
     builder.build().map_err(|e| e.to_string())
 }
 
-/// How long the demo's engine rides out an outage, and how long its API
-/// retries what failed for a passing reason: an operator's defaults are
-/// 10 and 30 minutes; the demo shortens them so that an injected fault,
-/// which never heals, shows its honest end within a minute.
+/// How long the demo's engine rides out an outage, how long its API
+/// retries what failed for a passing reason, and how long after the last
+/// recovery it reads Nova before the verdict: an operator's defaults are
+/// 10, 30 and 5 minutes; the demo shortens them so that an injected fault,
+/// which never heals, shows its honest end within the time it announces.
 const DEMO_OUTAGE_TOLERANCE: Duration = Duration::from_secs(2);
 const DEMO_RETRY_WINDOW: Duration = Duration::from_secs(6);
+const DEMO_VERDICT_GRACE: Duration = Duration::from_secs(6);
+
+/// How long, in real time, the spare takes to rebuild `instances`
+/// instances: Nova rebuilds a few at a time on each host
+/// (`rebuild_concurrency`, its `max_concurrent_builds`) and queues the
+/// rest, and the engine's clock for each evacuation runs from its request.
+pub fn rebuild_queue(cloud: &openstack_sim::scenario::Settings, instances: u32) -> Duration {
+    let d = &cloud.durations;
+    let one = d.schedule + d.claim + d.block_device_mapping + d.spawn + 2.0 * d.finish;
+    let rounds = f64::from(instances) / cloud.rebuild_concurrency.max(1) as f64;
+    Duration::from_secs_f64(rounds.ceil() * one / cloud.speed.max(f64::MIN_POSITIVE))
+}
 
 /// The engine against `sim`, polling at the simulated cloud's pace (as one
 /// second would be in real time); retries are short so that the failure
-/// path shows quickly.
-async fn start_engine(sim: &Sim, speed: f64) -> Result<Process, Error> {
+/// path shows quickly. Its evacuation deadlines (the test kit's, 20 s and
+/// 5 s) grow by twice the time the spare's queue of rebuilds takes
+/// (`queue`), so that the last instances of a large demo are not given up
+/// on while Nova still has them queued.
+async fn start_engine(sim: &Sim, speed: f64, queue: Duration) -> Result<Process, Error> {
     let mut settings = instanceha_testkit::settings::engine_for(sim);
+    settings.recovery.evacuation_timeout += 2 * queue;
+    settings.recovery.stalled_evacuation_after += 2 * queue;
     settings.recovery.outage_tolerance = DEMO_OUTAGE_TOLERANCE;
     settings.recovery.poll_interval = Duration::from_secs_f64((1.0 / speed).max(0.02));
     settings.openstack.retry.initial_backoff = Duration::from_millis(100);
@@ -149,6 +179,7 @@ async fn start_api(
     settings.dispatch.replica_id = Some("demo".to_owned());
     settings.dispatch.retry_delay = Duration::from_millis(200);
     settings.dispatch.retry_window = DEMO_RETRY_WINDOW;
+    settings.dispatch.verdict_grace = DEMO_VERDICT_GRACE;
     settings.dispatch.scan_interval = Duration::from_millis(500);
     instanceha_testkit::process::start_api(settings)
         .await
@@ -243,11 +274,15 @@ fn keep_running_text(
             "  web console             http://{rest}/console/notifications/{notification}  (sign in with the token below)\n"
         )
     });
+    // The binary running now, which need not be on PATH.
+    let cli = std::env::current_exe()
+        .map(|exe| exe.display().to_string())
+        .unwrap_or_else(|_| "instanceha".to_owned());
     format!(
         "\nthe services keep running (Ctrl-C to stop):\n  \
          instanceha-api (gRPC)   {}\n{console}  instanceha-engine       {}\n  openstack-sim           {}  (control API under /sim/, see openstack-sim/README.md)\n\n\
          try:\n  export INSTANCEHA_CLI_ENDPOINT=http://{} INSTANCEHA_CLI_TOKEN={token}\n  \
-         instanceha notification list\n  instanceha vmove list {notification}\n  \
+         {cli} notification list\n  {cli} vmove list {notification}\n  \
          curl -s {}/sim/state | head -c 600\n",
         api.addr,
         engine.addr,
@@ -265,6 +300,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
         )));
     }
     let scenario = scenario(args.instances, args.speed, args.seed).map_err(Error::Demo)?;
+    let queue = rebuild_queue(&scenario.settings, args.instances);
     let dir =
         tempfile::tempdir().map_err(|e| Error::Demo(format!("no temporary directory: {e}")))?;
     let token = uuid::Uuid::new_v4().simple().to_string();
@@ -283,7 +319,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
     let sim = Sim::start(scenario, "127.0.0.1:0".parse().expect("an address"))
         .await
         .map_err(|e| Error::Demo(format!("the simulated cloud did not start: {e}")))?;
-    let engine = start_engine(&sim, args.speed).await?;
+    let engine = start_engine(&sim, args.speed, queue).await?;
     let api = start_api(&dir.path().join("instanceha.db"), &tokens, engine.addr).await?;
 
     let settings = Settings {
@@ -317,15 +353,20 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
 
     let mut intro = format!(
         "instance-ha demo: a simulated cloud at {}x real time, instanceha-engine on {}, instanceha-api on {}\n\
-         segment \"demo\" (rh_priority): {FAILED} and {NEIGHBOUR}, spare {SPARE}; {} HA instance(s) and 1 unprotected on {FAILED}\n",
-        args.speed, engine.addr, api.addr, args.instances
+         segment \"demo\" (rh_priority): {FAILED} and {NEIGHBOUR}, spare {SPARE} ({} vCPUs each); {} HA instance(s) and 1 unprotected on {FAILED}\n",
+        args.speed,
+        engine.addr,
+        api.addr,
+        host_vcpus(args.instances),
+        args.instances
     );
     if let Some(fault) = args.inject {
         intro.push_str(&format!(
-            "injected: {fault}: {}\n(the demo rides out an outage for {} per call and retries for {}; an operator's defaults are 10min and 30min)\n",
+            "injected: {fault}: {}\n(the demo rides out an outage for {} per call, retries for {} and reads nova for at most {} after the last recovery before its verdict; an operator's defaults are 10min, 30min and 5min)\n",
             inject(&sim, fault)?,
             humantime::format_duration(DEMO_OUTAGE_TOLERANCE),
             humantime::format_duration(DEMO_RETRY_WINDOW),
+            humantime::format_duration(DEMO_VERDICT_GRACE),
         ));
     }
     let mut agents = None;
@@ -341,7 +382,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
             "powering {FAILED} off and reporting it as a fenced host monitor would...\n\n"
         ));
     }
-    if ctx.format() == crate::output::Format::Table {
+    if ctx.format().encoding().is_none() {
         ctx.print(&intro)?;
     } else {
         eprint!("{intro}");
@@ -354,7 +395,7 @@ pub async fn run(args: DemoArgs, ctx: &mut Context) -> Result<Exit, Error> {
         .map_err(|e| Error::Demo(format!("cannot power {FAILED} off: {e}")))?;
     let notification = if agents.is_some() {
         let (found, text) = crate::demo_agents::reported(&client, FAILED, power_loss).await?;
-        if ctx.format() == crate::output::Format::Table {
+        if ctx.format().encoding().is_none() {
             ctx.print(&text)?;
         } else {
             eprint!("{text}");
@@ -439,6 +480,28 @@ mod tests {
         assert!(scenario.instances[1].stale_attachment);
         assert_eq!(scenario.instances[3].vm_state, "stopped");
         assert_eq!(scenario.instances[8].ha_enabled, Some(false));
+    }
+
+    #[test]
+    fn the_hosts_grow_with_the_instances() {
+        assert_eq!(host_vcpus(6), 64);
+        assert_eq!(host_vcpus(63), 64);
+        assert_eq!(host_vcpus(64), 80);
+        assert_eq!(host_vcpus(2000), 2016);
+        let cloud = scenario(200, 4.0, 1).unwrap();
+        for host in &cloud.hosts {
+            assert!(host.vcpus > 200, "{} has {} vCPUs", host.name, host.vcpus);
+            assert!(
+                host.ram_mb >= 201 * 2048,
+                "{} has {} MiB",
+                host.name,
+                host.ram_mb
+            );
+        }
+        // The queue of rebuilds grows with the instances, shrinks with speed.
+        let queue = |n, speed| rebuild_queue(&scenario(n, speed, 1).unwrap().settings, n);
+        assert!(queue(2000, 4.0) > 9 * queue(200, 4.0));
+        assert!(queue(200, 100.0) < queue(200, 4.0) / 20);
     }
 
     #[test]

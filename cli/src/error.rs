@@ -81,6 +81,7 @@ impl Error {
             Self::Login(err) => err.exit(),
             Self::NoSuchName { .. } => Exit::NotFound,
             Self::AmbiguousName { .. } => Exit::InvalidArgument,
+            Self::Output(output::Error::UnknownColumn { .. }) => Exit::Usage,
             Self::Output(_) | Self::Write(_) => Exit::Other,
             #[cfg(feature = "demo")]
             Self::Demo(_) => Exit::Other,

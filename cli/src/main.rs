@@ -12,6 +12,7 @@ mod demo;
 mod demo_agents;
 mod error;
 mod login;
+mod manual;
 mod output;
 mod resources;
 mod watch;
@@ -24,7 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use commands::Context;
 use commands::host::HostCommand;
@@ -49,8 +50,20 @@ use output::Format;
 struct Cli {
     #[command(flatten)]
     global: GlobalArgs,
+    #[command(flatten)]
+    columns: ColumnArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `-c/--column`, as the openstack CLI takes it.
+#[derive(Args, Debug)]
+struct ColumnArgs {
+    /// Show only this column of a list, or this field of a record, by the
+    /// name the table shows (repeat it for more, in the order wanted; any
+    /// format)
+    #[arg(long = "column", short = 'c', global = true, value_name = "COLUMN")]
+    column: Vec<String>,
 }
 
 /// Connection and output settings; flags win over environment variables,
@@ -141,9 +154,31 @@ enum Command {
         command(about = "Not in this build (built without the `demo` feature)", long_about = None)
     )]
     Demo(demo::DemoArgs),
+    /// Print a shell completion script (for example: `instanceha
+    /// completion bash > /etc/bash_completion.d/instanceha`)
+    Completion(manual::CompletionArgs),
+    /// Write the man pages (instanceha.1 and one per subcommand) into a
+    /// directory, for packagers
+    #[command(hide = true)]
+    Man(manual::ManArgs),
+}
+
+/// The command line as clap parses it and as help, completions and man
+/// pages show it.
+fn command() -> clap::Command {
+    manual::hide_unused_options(Cli::command())
 }
 
 async fn run(cli: Cli) -> Result<Exit, Error> {
+    // Generated from the command line alone: no settings are needed.
+    match &cli.command {
+        Command::Completion(args) => return manual::completion(args, command()),
+        Command::Man(args) => {
+            let pages = Cli::command().disable_help_subcommand(true);
+            return manual::man_pages(args, manual::hide_unused_options(pages));
+        }
+        _ => {}
+    }
     let login = cli.global.login.clone();
     let mut settings = Settings::load(
         cli.global.overrides(),
@@ -155,18 +190,20 @@ async fn run(cli: Cli) -> Result<Exit, Error> {
         login::log_in(&login, &env, &mut settings).await?;
     }
     let mut ctx = Context::stdout(settings);
+    ctx.columns = cli.columns.column;
     match cli.command {
         Command::Segment(command) => commands::segment::run(command, &mut ctx).await,
         Command::Host(command) => commands::host::run(command, &mut ctx).await,
         Command::Notification(command) => commands::notification::run(command, &mut ctx).await,
         Command::Vmove(command) => commands::vmove::run(command, &mut ctx).await,
         Command::Demo(args) => demo::run(args, &mut ctx).await,
+        Command::Completion(_) | Command::Man(_) => unreachable!("answered above"),
     }
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     match run(cli).await {
         Ok(exit) => exit.into(),
         Err(err) => {
@@ -180,13 +217,45 @@ async fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory as _;
-
     use super::*;
 
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn local_subcommands_do_not_offer_the_connection_options() {
+        let mut command = command();
+        command.build();
+        let demo = command
+            .find_subcommand_mut("demo")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(
+            !demo.contains("--endpoint") && !demo.contains("--token"),
+            "{demo}"
+        );
+        assert!(demo.contains("--format"), "{demo}");
+        let list = command
+            .find_subcommand_mut("segment")
+            .unwrap()
+            .find_subcommand_mut("list")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(
+            list.contains("--endpoint") && list.contains("--column"),
+            "{list}"
+        );
+        // Hidden, yet still accepted (and ignored).
+        Cli::from_arg_matches(
+            &super::command()
+                .try_get_matches_from(["instanceha", "demo", "--endpoint", "http://x:1"])
+                .unwrap(),
+        )
+        .unwrap();
     }
 
     #[test]

@@ -1,19 +1,23 @@
 //! Rendering records for the terminal or for scripts: `table` (lists as
 //! tables with the columns an operator expects, one record as a two-column
 //! field/value table), `json` and `yaml` (the whole record, stable field
-//! names, lists as arrays). Every format escapes unsafe text (control,
-//! bidirectional and zero-width characters): tables as `\u{..}`, JSON and
-//! YAML with their own `\u` escapes, so the value read back is the one
-//! stored and the terminal never sees the character itself.
+//! names, lists as arrays), and the openstack CLI's `value` and `csv`.
+//! `--column` picks and orders the columns (see `columns`). Every format
+//! escapes unsafe text (control, bidirectional and zero-width characters):
+//! tables, values and CSV as `\u{..}`, JSON and YAML with their own `\u`
+//! escapes, so the value read back is the one stored and the terminal never
+//! sees the character itself.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::ValueEnum;
 use comfy_table::{ContentArrangement, Table};
 use serde::Serialize;
 
-use crate::resources::{Host, Notification, ProgressEvent, Segment, Vmove};
-
+mod columns;
 mod escape;
+mod records;
+
+pub use columns::select;
 
 pub use escape::{json_escaped, yaml_escaped};
 
@@ -28,6 +32,12 @@ pub enum Format {
     Json,
     /// YAML.
     Yaml,
+    /// Values separated by spaces, one row (or, for one record, one field)
+    /// per line, no header: the openstack CLI's `-f value`, for scripts.
+    Value,
+    /// A header row, then one row per record, every field quoted: the
+    /// openstack CLI's `-f csv`.
+    Csv,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -36,16 +46,25 @@ pub enum Error {
     Json(#[from] serde_json::Error),
     #[error("cannot encode the result as YAML: {0}")]
     Yaml(#[from] serde_yaml_ng::Error),
+    #[error("cannot encode the result as CSV: {0}")]
+    Csv(#[from] csv::Error),
+    #[error("--column {column:?}: no such column here; the columns are {}", available.join(", "))]
+    UnknownColumn {
+        column: String,
+        available: Vec<&'static str>,
+    },
 }
 
 /// A record with a table form.
 pub trait Tabular {
     /// The columns of a list.
     const COLUMNS: &'static [&'static str];
+    /// The fields of `show`.
+    const FIELDS: &'static [&'static str];
     /// One list row, in `COLUMNS` order.
     fn row(&self) -> Vec<String>;
-    /// Every field, for `show`.
-    fn fields(&self) -> Vec<(&'static str, String)>;
+    /// Every field's value, in `FIELDS` order.
+    fn values(&self) -> Vec<String>;
     /// Tables printed under the fields (for example progress events).
     fn detail_tables(&self) -> Vec<(String, Table)> {
         Vec::new()
@@ -145,10 +164,10 @@ pub fn text(value: &str) -> String {
 }
 
 impl Format {
-    /// The machine-readable encoding, `None` for tables.
+    /// The machine-readable encoding, `None` for tables, values and CSV.
     pub fn encoding(self) -> Option<Encoding> {
         match self {
-            Self::Table => None,
+            Self::Table | Self::Value | Self::Csv => None,
             Self::Json => Some(Encoding::Json),
             Self::Yaml => Some(Encoding::Yaml),
         }
@@ -171,238 +190,87 @@ pub fn encode<T: Serialize + ?Sized>(encoding: Encoding, value: &T) -> Result<St
     })
 }
 
-/// A list in `format`.
-pub fn render_list<T: Tabular + Serialize>(format: Format, items: &[T]) -> Result<String, Error> {
-    if let Some(encoding) = format.encoding() {
+/// A list in `format`: the whole records as JSON or YAML, else the list's
+/// columns; `columns` (from `--column`, empty for all) picks and orders
+/// them, in every format.
+pub fn render_list<T: Tabular + Serialize>(
+    format: Format,
+    columns: &[String],
+    items: &[T],
+) -> Result<String, Error> {
+    if let (Some(encoding), true) = (format.encoding(), columns.is_empty()) {
         return encode(encoding, items);
     }
-    let mut table = new_table(T::COLUMNS);
-    for item in items {
-        table.add_row(shown_row(item.row()));
+    let picked = select(T::COLUMNS, columns)?;
+    let header: Vec<&str> = picked.iter().map(|&i| T::COLUMNS[i]).collect();
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|item| columns::pick(item.row(), &picked))
+        .collect();
+    match format {
+        Format::Table => {
+            let mut table = new_table(&header);
+            for row in rows {
+                table.add_row(shown_row(row));
+            }
+            Ok(format!("{table}\n"))
+        }
+        Format::Value => Ok(columns::value_lines(&rows)),
+        Format::Csv => columns::csv(&header, &rows),
+        Format::Json | Format::Yaml => columns::encode_selected(format, &header, &rows),
     }
-    Ok(format!("{table}\n"))
 }
 
-/// One record in `format`.
-pub fn render_one<T: Tabular + Serialize>(format: Format, item: &T) -> Result<String, Error> {
-    if let Some(encoding) = format.encoding() {
+/// One record in `format`: as JSON or YAML the whole record, else its
+/// fields; `columns` (from `--column`, empty for all) picks and orders
+/// them, in every format. Tables under the fields (progress events) are
+/// shown only when every field is.
+pub fn render_one<T: Tabular + Serialize>(
+    format: Format,
+    columns: &[String],
+    item: &T,
+) -> Result<String, Error> {
+    if let (Some(encoding), true) = (format.encoding(), columns.is_empty()) {
         return encode(encoding, item);
     }
-    let mut table = new_table(&["Field", "Value"]);
-    for (field, value) in item.fields() {
-        table.add_row(vec![field.to_owned(), shown(&value)]);
-    }
-    let mut out = format!("{table}\n");
-    for (title, detail) in item.detail_tables() {
-        out.push_str(&format!("\n{title}\n{detail}\n"));
-    }
-    Ok(out)
-}
-
-// ---- the resources' table forms --------------------------------------------------
-
-impl Tabular for Segment {
-    const COLUMNS: &'static [&'static str] = &[
-        "id",
-        "name",
-        "recovery_method",
-        "service_type",
-        "enabled",
-        "description",
-    ];
-
-    fn row(&self) -> Vec<String> {
-        vec![
-            self.id.clone(),
-            self.name.clone(),
-            name_of(self.recovery_method),
-            self.service_type.clone(),
-            self.enabled.to_string(),
-            text(&self.description),
-        ]
-    }
-
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("id", self.id.clone()),
-            ("name", self.name.clone()),
-            ("description", text(&self.description)),
-            ("service_type", self.service_type.clone()),
-            ("recovery_method", name_of(self.recovery_method)),
-            ("enabled", self.enabled.to_string()),
-            ("return_to_service", name_of(self.return_to_service)),
-            ("created_at", when(self.created_at)),
-            ("updated_at", when(self.updated_at)),
-        ]
-    }
-}
-
-impl Tabular for Host {
-    const COLUMNS: &'static [&'static str] = &[
-        "id",
-        "name",
-        "segment_id",
-        "type",
-        "control_attributes",
-        "reserved",
-        "on_maintenance",
-    ];
-
-    fn row(&self) -> Vec<String> {
-        vec![
-            self.id.clone(),
-            self.name.clone(),
-            self.segment_id.clone(),
-            self.host_type.clone(),
-            text(&self.control_attributes),
-            self.reserved.to_string(),
-            self.on_maintenance.to_string(),
-        ]
-    }
-
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("id", self.id.clone()),
-            ("name", self.name.clone()),
-            ("segment_id", self.segment_id.clone()),
-            ("type", self.host_type.clone()),
-            ("control_attributes", text(&self.control_attributes)),
-            ("reserved", self.reserved.to_string()),
-            ("on_maintenance", self.on_maintenance.to_string()),
-            ("created_at", when(self.created_at)),
-            ("updated_at", when(self.updated_at)),
-        ]
-    }
-}
-
-impl Tabular for Notification {
-    const COLUMNS: &'static [&'static str] = &[
-        "id",
-        "type",
-        "hostname",
-        "status",
-        "generated_time",
-        "message",
-    ];
-
-    fn row(&self) -> Vec<String> {
-        vec![
-            self.id.clone(),
-            name_of(self.notification_type),
-            self.hostname.clone(),
-            name_of(self.status),
-            when(self.generated_time),
-            text(&self.message),
-        ]
-    }
-
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        let payload = self
-            .payload
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        vec![
-            ("id", self.id.clone()),
-            ("type", name_of(self.notification_type)),
-            ("hostname", self.hostname.clone()),
-            ("status", name_of(self.status)),
-            ("message", text(&self.message)),
-            ("generated_time", when(self.generated_time)),
-            ("payload", text(&payload)),
-            ("source_host_id", text(&self.source_host_id)),
-            ("segment_id", text(&self.segment_id)),
-            ("attempts", self.attempts.to_string()),
-            ("created_at", when(self.created_at)),
-            ("updated_at", when(self.updated_at)),
-        ]
-    }
-
-    fn detail_tables(&self) -> Vec<(String, Table)> {
-        let title = format!("progress events ({})", self.progress_events.len());
-        let mut table = new_table(ProgressEvent::COLUMNS);
-        for event in &self.progress_events {
-            table.add_row(shown_row(event.row()));
+    let picked = select(T::FIELDS, columns)?;
+    let header: Vec<&str> = picked.iter().map(|&i| T::FIELDS[i]).collect();
+    let values = columns::pick(item.values(), &picked);
+    match format {
+        Format::Table => {
+            let mut table = new_table(&["Field", "Value"]);
+            for (field, value) in header.iter().zip(&values) {
+                table.add_row(vec![(*field).to_owned(), shown(value)]);
+            }
+            let mut out = format!("{table}\n");
+            if columns.is_empty() {
+                for (title, detail) in item.detail_tables() {
+                    out.push_str(&format!("\n{title}\n{detail}\n"));
+                }
+            }
+            Ok(out)
         }
-        vec![(title, table)]
-    }
-}
-
-impl Tabular for ProgressEvent {
-    const COLUMNS: &'static [&'static str] =
-        &["sequence", "time", "task", "state", "instance", "message"];
-
-    fn row(&self) -> Vec<String> {
-        vec![
-            self.sequence.to_string(),
-            when(self.time),
-            self.task.clone(),
-            self.state.clone(),
-            text(&self.instance_id),
-            text(&self.message),
-        ]
-    }
-
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        Self::COLUMNS.iter().copied().zip(self.row()).collect()
-    }
-}
-
-impl Tabular for Vmove {
-    const COLUMNS: &'static [&'static str] = &[
-        "id",
-        "instance",
-        "name",
-        "source",
-        "destination",
-        "status",
-        "start",
-        "end",
-        "attempts",
-        "message",
-    ];
-
-    fn row(&self) -> Vec<String> {
-        vec![
-            self.id.clone(),
-            self.instance_id.clone(),
-            text(&self.instance_name),
-            self.source_host.clone(),
-            text(&self.dest_host),
-            name_of(self.status),
-            when(self.start_time),
-            when(self.end_time),
-            self.attempts.to_string(),
-            text(&self.message),
-        ]
-    }
-
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("id", self.id.clone()),
-            ("notification_id", self.notification_id.clone()),
-            ("instance_id", self.instance_id.clone()),
-            ("instance_name", text(&self.instance_name)),
-            ("source_host", self.source_host.clone()),
-            ("dest_host", text(&self.dest_host)),
-            ("type", name_of(self.vmove_type)),
-            ("status", name_of(self.status)),
-            ("step", text(&self.step)),
-            ("start_time", when(self.start_time)),
-            ("end_time", when(self.end_time)),
-            ("attempts", self.attempts.to_string()),
-            ("message", text(&self.message)),
-            ("created_at", when(self.created_at)),
-            ("updated_at", when(self.updated_at)),
-        ]
+        Format::Value => Ok(values.iter().map(|v| shown(v) + "\n").collect()),
+        Format::Csv => columns::csv(&header, &[values]),
+        Format::Json | Format::Yaml => columns::encode_one_selected(format, &header, &values),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::RecoveryMethod;
+    use crate::resources::{RecoveryMethod, Segment};
+
+    fn render_list_all<T: Tabular + Serialize>(
+        format: Format,
+        items: &[T],
+    ) -> Result<String, Error> {
+        render_list(format, &[], items)
+    }
+
+    fn render_one_all<T: Tabular + Serialize>(format: Format, item: &T) -> Result<String, Error> {
+        render_one(format, &[], item)
+    }
 
     #[test]
     fn unsafe_text_is_what_the_api_refuses() {
@@ -432,7 +300,7 @@ mod tests {
 
     #[test]
     fn a_table_list_has_the_columns_and_values() {
-        let out = render_list(Format::Table, &[segment()]).unwrap();
+        let out = render_list_all(Format::Table, &[segment()]).unwrap();
         for needle in [
             "recovery_method",
             "rack-1",
@@ -446,7 +314,7 @@ mod tests {
 
     #[test]
     fn show_is_a_field_value_table() {
-        let out = render_one(Format::Table, &segment()).unwrap();
+        let out = render_one_all(Format::Table, &segment()).unwrap();
         assert!(out.contains("Field"), "{out}");
         assert!(out.contains("created_at"), "{out}");
         assert!(out.contains("2023-11-14T22:13:20Z"), "{out}");
@@ -456,18 +324,25 @@ mod tests {
     #[test]
     fn json_and_yaml_carry_the_whole_record() {
         let json: serde_json::Value =
-            serde_json::from_str(&render_one(Format::Json, &segment()).unwrap()).unwrap();
+            serde_json::from_str(&render_one_all(Format::Json, &segment()).unwrap()).unwrap();
         assert_eq!(json["recovery_method"], "reserved_host");
         assert_eq!(json["created_at"], "2023-11-14T22:13:20.000000500Z");
         assert_eq!(json["updated_at"], serde_json::Value::Null);
         let list: serde_json::Value =
-            serde_json::from_str(&render_list(Format::Json, &[segment()]).unwrap()).unwrap();
+            serde_json::from_str(&render_list_all(Format::Json, &[segment()]).unwrap()).unwrap();
         assert_eq!(list.as_array().map(Vec::len), Some(1));
 
-        let yaml: serde_json::Value =
-            serde_yaml_ng::from_str(&render_list(Format::Yaml, &[segment(), segment()]).unwrap())
-                .unwrap();
+        let yaml: serde_json::Value = serde_yaml_ng::from_str(
+            &render_list_all(Format::Yaml, &[segment(), segment()]).unwrap(),
+        )
+        .unwrap();
         assert_eq!(yaml[1]["name"], "rack-1");
+    }
+
+    #[test]
+    fn every_field_has_a_value() {
+        assert_eq!(Segment::FIELDS.len(), segment().values().len());
+        assert_eq!(Segment::COLUMNS.len(), segment().row().len());
     }
 
     #[test]
@@ -487,14 +362,14 @@ mod tests {
         evil.name = "rack\u{1b}]0;owned\u{7}".into();
         evil.description = "\u{1b}[31mred".into();
         for out in [
-            render_list(Format::Table, std::slice::from_ref(&evil)).unwrap(),
-            render_one(Format::Table, &evil).unwrap(),
+            render_list_all(Format::Table, std::slice::from_ref(&evil)).unwrap(),
+            render_one_all(Format::Table, &evil).unwrap(),
         ] {
             assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
             assert!(out.contains("\\u{1b}]0;owned\\u{7}"), "{out}");
         }
         // JSON stays JSON: serde escapes control characters itself.
-        let json = render_one(Format::Json, &evil).unwrap();
+        let json = render_one_all(Format::Json, &evil).unwrap();
         assert!(!json.contains('\u{1b}'), "{json:?}");
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["name"], "rack\u{1b}]0;owned\u{7}");

@@ -16,7 +16,7 @@
 //!
 //! The tests (`tests/it`) run when `INSTANCEHA_REAL_OPENSTACK_CTL` names the
 //! control (`python3 conformance/real-openstack/stack.py`); without it they
-//! say so and pass, except under CI, where they fail.
+//! are ignored (build.rs), except under CI, where they fail.
 
 pub mod compare;
 pub mod recorder;

@@ -14,6 +14,7 @@ pub mod environment;
 pub mod listen;
 pub mod panic;
 pub mod private;
+pub mod process_metrics;
 pub mod propagation;
 pub mod secret;
 pub mod shutdown;

@@ -204,6 +204,7 @@ pub fn pipelines(service: &str, settings: &TelemetrySettings) -> Result<Pipeline
         ))));
     }
     let registry = prometheus::Registry::new();
+    crate::process_metrics::register(&registry, service);
     let prometheus = opentelemetry_prometheus::exporter()
         .with_registry(registry.clone())
         .without_target_info()

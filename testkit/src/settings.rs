@@ -111,6 +111,9 @@ pub fn quick_engine(settings: &mut EngineSettings) {
 pub fn quick_api(settings: &mut ApiSettings) {
     settings.dispatch.max_attempts = 3;
     settings.dispatch.retry_window = Duration::from_secs(2);
+    // Reconciles are bounded by this time alone: a Nova that stays
+    // unreadable gets its verdict within it, not within five minutes.
+    settings.dispatch.verdict_grace = Duration::from_secs(10);
     settings.dispatch.retry_delay = Duration::from_millis(50);
     settings.dispatch.max_retry_delay = Duration::from_millis(200);
     settings.dispatch.scan_interval = Duration::from_millis(100);

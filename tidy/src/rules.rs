@@ -11,6 +11,7 @@ pub const STATUS_OUTSIDE_STATUS_RULES: &str = "status chosen outside the status 
 pub const MODULE_DOC: &str = "module doc";
 pub const CATCH_ALL_NAME: &str = "catch-all name";
 pub const DISPATCH_REACHES_STORE: &str = "dispatch reaches the store";
+pub const WALL_CLOCK_OUTSIDE_CLOCK: &str = "wall clock read outside the clock";
 
 /// A rule: the violations in one file.
 pub type Rule = fn(&SourceFile) -> Vec<Violation>;
@@ -22,7 +23,13 @@ pub const ALL: &[Rule] = &[
     module_doc,
     catch_all_name,
     dispatch_reaches_store,
+    wall_clock_outside_clock,
 ];
+
+/// The services whose time of day comes from their `Clock` only (leases,
+/// retry windows, verdict deadlines and event times are tested on Tokio's
+/// paused clock, which a direct read of the system's would escape).
+pub const CLOCKED_SERVICES: &[&str] = &["api-service/src/", "engine-service/src/"];
 
 /// Where the generated protobuf types may be used: the contract itself and
 /// the edges that translate them, exhaustively, to and from domain types.
@@ -367,6 +374,34 @@ fn store_calls(code: &str) -> Vec<usize> {
             call || rest.starts_with("::")
         })
         .collect()
+}
+
+/// `Utc::now` or `SystemTime::now` in the services' code (before their
+/// test modules): their time comes from `instanceha_runtime::clock::Clock`.
+pub fn wall_clock_outside_clock(file: &SourceFile) -> Vec<Violation> {
+    if !CLOCKED_SERVICES.iter().any(|dir| file.is_in(dir)) || !in_src(file) {
+        return Vec::new();
+    }
+    let code = match file.code.find("#[cfg(test)]") {
+        Some(tests) => &file.code[..tests],
+        None => file.code.as_str(),
+    };
+    let reads = ["Utc", "SystemTime"]
+        .iter()
+        .flat_map(|clock| words(code, clock))
+        .filter(|&at| {
+            after_path_separator(code, at + ident_at(code, at).len())
+                .is_some_and(|next| starts_with_word(&code[next..], "now"))
+        })
+        .collect::<std::collections::BTreeSet<_>>();
+    at_lines(
+        file,
+        WALL_CLOCK_OUTSIDE_CLOCK,
+        reads.into_iter().collect(),
+        || {
+            "the time of day comes from the service's `Clock` (`self.now()`, `clock.now()`), not the system's".to_owned()
+        },
+    )
 }
 
 // Matching.

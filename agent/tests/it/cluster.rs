@@ -141,6 +141,7 @@ async fn a_short_stall_is_ignored(cluster: &mut Cluster) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(no_bmc_emulators, ignore = "set INSTANCEHA_TEST_BMC_PYTHON to run")]
 async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once() {
     let Some(tools) = Tools::find() else { return };
     let mut cluster = Cluster::start(&tools).await;
@@ -215,6 +216,7 @@ async fn a_short_stall_is_ignored_and_a_dead_hosts_is_fenced_then_reported_once(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(no_bmc_emulators, ignore = "set INSTANCEHA_TEST_BMC_PYTHON to run")]
 async fn an_api_outage_during_an_incident_loses_nothing_and_sends_once() {
     let Some(tools) = Tools::find() else { return };
     let mut cluster = Cluster::start(&tools).await;

@@ -40,6 +40,7 @@ fn ipmi(port: u16, password: CredentialSource) -> FenceDevice {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(no_bmc_emulators, ignore = "set INSTANCEHA_TEST_BMC_PYTHON to run")]
 async fn redfish_force_off_is_confirmed_by_reading_the_power_state() {
     let Some(tools) = Tools::find() else { return };
     let sushy = Sushy::start(&tools, "127.0.0.1", &[("compute-01", "On")]);
@@ -85,6 +86,7 @@ async fn redfish_force_off_is_confirmed_by_reading_the_power_state() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(no_bmc_emulators, ignore = "set INSTANCEHA_TEST_BMC_PYTHON to run")]
 async fn ipmi_power_off_is_confirmed_through_ipmitool() {
     let Some(tools) = Tools::find() else { return };
     let bmc = FakeBmc::start(&tools).await;

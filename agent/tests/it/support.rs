@@ -46,7 +46,10 @@ impl Tools {
             if std::env::var_os("CI").is_some() {
                 panic!("BMC emulators missing under CI: {why} ({how})");
             }
-            eprintln!("SKIPPED: BMC emulators missing: {why} ({how})");
+            instanceha_test_env::say_skipped(
+                "a test with BMC emulators",
+                &format!("{why} ({how})"),
+            );
             None
         };
         let Some(python) = std::env::var_os("INSTANCEHA_TEST_BMC_PYTHON").map(PathBuf::from) else {

@@ -42,22 +42,6 @@ impl LeaseGuard {
     }
 }
 
-/// Counts a stream open while alive, whichever way the run ends.
-struct StreamGauge;
-
-impl StreamGauge {
-    fn open() -> Self {
-        crate::metrics::stream(true);
-        Self
-    }
-}
-
-impl Drop for StreamGauge {
-    fn drop(&mut self) {
-        crate::metrics::stream(false);
-    }
-}
-
 /// How following a run's stream ended.
 enum Followed {
     /// Resolve the run so.
@@ -100,7 +84,7 @@ impl Dispatcher {
                 return;
             }
         };
-        let _open = StreamGauge::open();
+        let _open = crate::metrics::OpenStream::open();
         let _lease = LeaseGuard::hold(self.api.clone(), id, run_id.clone(), self.settings.lease);
         tracing::info!(engine = %self.link.url(), "run dispatched");
 

@@ -74,19 +74,30 @@ impl RunState {
                 locks_held: held.len(),
             });
         }
-        let resolution = resolution::resolve(
-            ended.end,
-            kind,
-            ended.vmoves,
-            self.budget(now, ended.policy),
-        );
+        let reconcile_at = self.reconcile_at(kind, now, ended.policy);
+        let mut budget = self.budget(now, reconcile_at, ended.policy);
+        if kind == RunKind::Recover {
+            // The verdict's look at Nova after the last recovery is always
+            // taken: its grace counts from that recovery's end (below).
+            budget.verdict_open = true;
+        }
+        let resolution = resolution::resolve(ended.end, kind, ended.vmoves, budget);
         let vmoves = vmove_changes(&resolution, now);
         let status = self.status.on(resolution.event())?;
         let next_kind = resolution.next_run();
         let next_at = next_kind.map(|kind| match kind {
             RunKind::Recover => self.retry_at(ended.end, now, ended.policy),
-            RunKind::Reconcile | RunKind::ReleaseLocks => now,
+            RunKind::Reconcile => reconcile_at,
+            RunKind::ReleaseLocks => now,
         });
+        // The verdict's look at Nova starts when recoveries stop: the
+        // window ends now, so that the verdict comes within `verdict_grace`
+        // of the last recovery — not of a window no run will use (the
+        // attempts are spent), nor of one a long recovery outlasted.
+        let retry_until = match (kind, next_kind) {
+            (RunKind::Recover, Some(RunKind::Reconcile)) => Some(now),
+            _ => self.retry_until,
+        };
         let mut message = resolution.message().to_owned();
         if let (Some(RunKind::Recover), Some(at)) = (next_kind, next_at) {
             message = messages::with_next_try(&message, at);
@@ -108,6 +119,7 @@ impl RunState {
             next_attempt_at: next_at,
             lock_release_at: release_at,
             ended_at: status.is_terminal().then_some(now),
+            retry_until,
             ..self.clone()
         };
         Ok(Ended {
@@ -116,6 +128,18 @@ impl RunState {
             next_at: next_at.or(release_at),
             locks_held: held.len(),
         })
+    }
+
+    /// When a reconcile run would follow a run of `kind` ending at `now`:
+    /// at once after a recovery (the verdict's first look at Nova), after
+    /// the retry backoff after a reconcile that could not read Nova (it
+    /// may be answering again by then; reading it in a tight loop only
+    /// adds to its load).
+    fn reconcile_at(&self, kind: RunKind, now: DateTime<Utc>, policy: &RunPolicy) -> DateTime<Utc> {
+        match kind {
+            RunKind::Reconcile => plus(now, policy.retry_delay(self.attempts.saturating_add(1))),
+            RunKind::Recover | RunKind::ReleaseLocks => now,
+        }
     }
 
     /// When the next recovery run is due after `end`: at once when the
@@ -157,7 +181,7 @@ impl RunState {
                 ..self.clone()
             }));
         }
-        if !self.budget(now, policy).verdict_open {
+        if !self.budget(now, now, policy).verdict_open {
             return Ok(None);
         }
         Ok(Some(Self {

@@ -58,7 +58,8 @@ pub struct RunPolicy {
     /// within this: a recovery run still going when the window closes is
     /// cancelled, and reconcile runs are tried only until then.
     pub verdict_grace: Duration,
-    /// Runs per notification at most (a reconcile may go a few beyond).
+    /// Recovery runs per notification at most (the reconciles before the
+    /// verdict are bounded by `verdict_grace`, not counted).
     pub max_attempts: u32,
     /// The wait before a retry (no jitter: the message says when).
     pub retry_backoff: Backoff,
@@ -291,15 +292,21 @@ impl RunState {
         }
     }
 
-    /// The budget left after a run of this notification ended at `now`.
-    fn budget(&self, now: DateTime<Utc>, policy: &RunPolicy) -> resolution::RetryBudget {
+    /// The budget left after a run of this notification ended at `now`,
+    /// a reconcile following it being due at `reconcile_at`.
+    fn budget(
+        &self,
+        now: DateTime<Utc>,
+        reconcile_at: DateTime<Utc>,
+        policy: &RunPolicy,
+    ) -> resolution::RetryBudget {
         resolution::RetryBudget {
             attempt: self.attempts.max(1),
             max_attempts: policy.max_attempts,
             window_open: self.retry_until.is_none_or(|until| now < until),
             verdict_open: self
                 .retry_until
-                .is_none_or(|until| now < plus(until, policy.verdict_grace)),
+                .is_none_or(|until| reconcile_at < plus(until, policy.verdict_grace)),
         }
     }
 }

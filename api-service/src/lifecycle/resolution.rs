@@ -67,11 +67,6 @@ impl<Id> VMoveView<'_, Id> {
     }
 }
 
-/// Reconcile runs allowed beyond `max_attempts`: the final verdict always
-/// gets its look at Nova, and a lost reconcile run another chance (within
-/// the verdict deadline).
-pub const RECONCILE_ATTEMPTS: u32 = 3;
-
 /// What may still follow a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryBudget {
@@ -81,7 +76,11 @@ pub struct RetryBudget {
     /// The notification's retry window has not passed: recoveries may run.
     pub window_open: bool,
     /// The verdict deadline (the retry window plus `dispatch.verdict_grace`)
-    /// has not passed: a reconcile may still read Nova.
+    /// has not passed, and will not have when the next reconcile run is
+    /// due: a reconcile may still read Nova. Reconciles are bounded by this
+    /// time alone, never by a count of runs: a count ends a verdict sooner
+    /// or later than the deadline operators set, depending on how long each
+    /// run takes.
     pub verdict_open: bool,
 }
 
@@ -91,7 +90,7 @@ impl RetryBudget {
     }
 
     fn may_reconcile(&self) -> bool {
-        self.verdict_open && self.attempt < self.max_attempts.saturating_add(RECONCILE_ATTEMPTS)
+        self.verdict_open
     }
 }
 
@@ -229,8 +228,10 @@ impl<'v, 'a, Id> Open<'v, 'a, Id> {
 ///   before any verdict. A failure the engine confirmed against Nova's
 ///   state is final.
 /// * A reconcile run's verdicts are final; an instance it could not read
-///   (Nova unavailable, the run lost) is reconciled again a few times
-///   within the verdict deadline, then failed saying so.
+///   (Nova unavailable, the run lost) is reconciled again, after the
+///   retry backoff, until the verdict deadline (`verdict_grace` after the
+///   last recovery or the window's end: a time, never a count of runs),
+///   then failed saying so.
 /// * Release-lock runs change no status and are not resolved here.
 pub fn resolve<Id: Clone>(
     end: &RunEnd,
@@ -298,10 +299,13 @@ impl<Id: Clone> Ended<'_, '_, '_, Id> {
                 instances: self.ids(|v| v.unresolved() || v.failed_transiently()),
             };
         }
-        self.give_up(format!(
-            "nova's state could not be confirmed before the verdict: {}",
-            why_without_result(self.end)
-        ))
+        // Those without a result say why; those Nova could not be read for
+        // are named with what the reconcile ran into (`give_up`).
+        let mut why = "nova's state could not be confirmed before the verdict".to_owned();
+        if !self.open.without_result.is_empty() {
+            why = format!("{why} ({})", why_without_result(self.end));
+        }
+        self.give_up(why)
     }
 
     /// A recovery run's end with instances without a verdict: retried

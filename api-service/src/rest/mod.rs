@@ -13,6 +13,8 @@
 //!   fault bodies.
 //! * `segments`, `hosts`, `notifications`, `vmoves`: thin handlers.
 //! * `limit`: the per-client rate (shared with gRPC) and the timeout.
+//! * `request_id`: `x-openstack-request-id` on every response, the
+//!   request's span and its access line.
 //!
 //! `/healthcheck` answers load balancers as Masakari's does.
 
@@ -25,6 +27,7 @@ mod limit;
 mod listing;
 mod notifications;
 mod query;
+mod request_id;
 mod segments;
 mod version;
 mod vmoves;
@@ -183,4 +186,7 @@ pub fn router(state: RestState, limits: RestLimits) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed)
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(limits, limit::enforce))
+        // Outermost, so that every answer (timeouts and faults too) has
+        // its request id and every log line its span.
+        .layer(axum::middleware::from_fn(request_id::assign))
 }

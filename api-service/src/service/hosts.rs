@@ -78,7 +78,7 @@ impl Api {
                 refuse_while_unfinished(&format!("host {}", host.name), unfinished)
             })
             .await?;
-        let new = lifecycle::hosts::restore_report(&host.name, chrono::Utc::now());
+        let new = lifecycle::hosts::restore_report(&host.name, self.now());
         let payload = new.validate()?;
         let mut new = new;
         new.payload.insert(

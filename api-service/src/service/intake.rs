@@ -18,6 +18,7 @@ use super::IntakeSettings;
 use super::notifications::{decide_intake, replay};
 use crate::changes::{Change, ChangeFeed};
 use crate::domain::{NewNotification, Notification, NotificationPayload};
+use crate::metrics::ReportOutcome;
 use crate::store::{Intake, IntakeWindows, Store};
 use instanceha_runtime::backoff::Backoff;
 
@@ -160,6 +161,9 @@ impl Writer {
             Ok(outcomes) => outcomes,
             Err(err) => {
                 // One error for the batch; each caller gets its own copy.
+                for new in &news {
+                    crate::metrics::report(new.notification_type.as_str(), ReportOutcome::Failed);
+                }
                 for (_, reply) in waiting {
                     let _ = reply.send(Err(err.clone()));
                 }
@@ -177,8 +181,10 @@ impl Writer {
             }
         }
         for ((new, (_, reply)), outcome) in news.iter().zip(waiting).zip(outcomes) {
+            let kind = new.notification_type.as_str();
             let answer = match outcome {
                 Intake::Created(notification) | Intake::CreatedHoldingHost(notification) => {
+                    crate::metrics::report(kind, ReportOutcome::Stored);
                     tracing::info!(
                         notification_id = %notification.id,
                         hostname = %notification.hostname,
@@ -191,8 +197,14 @@ impl Writer {
                         .publish(Change::Notification(notification.clone()));
                     Ok(notification)
                 }
-                Intake::KeyUsed(earlier) => replay(new, earlier),
-                Intake::Refused(refused) => Err(refused),
+                Intake::KeyUsed(earlier) => {
+                    crate::metrics::report(kind, ReportOutcome::Replayed);
+                    replay(new, earlier)
+                }
+                Intake::Refused(refused) => {
+                    crate::metrics::report(kind, ReportOutcome::Refused);
+                    Err(refused)
+                }
             };
             let _ = reply.send(answer);
         }

@@ -113,7 +113,7 @@ impl Api {
     ) -> Result<Notification, Error> {
         let payload = new.validate()?;
         check_generated_time(new.generated_time)?;
-        let now = Utc::now();
+        let now = self.now();
         check_report_age(new.generated_time, now, self.intake.max_report_age)?;
         // Stored at microsecond precision; compare replays at the same.
         new.generated_time = new.generated_time.trunc_subsecs(6);

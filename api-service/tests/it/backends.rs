@@ -122,7 +122,8 @@ fn replace_database(url: &str, name: &str) -> String {
 }
 
 /// Runs each listed `async fn(Backend)` test on SQLite, PostgreSQL and
-/// MySQL/MariaDB.
+/// MySQL/MariaDB; the latter two are ignored, with the variable to set,
+/// when it was unset at build time (build.rs).
 #[macro_export]
 macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {
@@ -137,6 +138,7 @@ macro_rules! on_every_backend {
         mod postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(no_postgres, ignore = "set INSTANCEHA_TEST_POSTGRES_URL to run")]
                 async fn $name() {
                     super::$name($crate::backends::Backend::Postgres).await;
                 }
@@ -145,6 +147,7 @@ macro_rules! on_every_backend {
         mod mysql {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(no_mysql, ignore = "set INSTANCEHA_TEST_MYSQL_URL to run")]
                 async fn $name() {
                     super::$name($crate::backends::Backend::Mysql).await;
                 }

@@ -12,26 +12,6 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use crate::process::ApiProcess;
 
-/// Where its REST API listens, from its log.
-async fn rest_addr(api: &ApiProcess) -> SocketAddr {
-    let every = Duration::from_millis(100);
-    instanceha_testkit::eventually(
-        "a REST address in the log",
-        Duration::from_secs(30),
-        every,
-        || async {
-            api.lines().iter().find_map(|line| {
-                let entry: serde_json::Value = serde_json::from_str(line).ok()?;
-                let message = entry["message"].as_str()?;
-                message
-                    .contains("rest api listening")
-                    .then(|| entry["addr"].as_str()?.parse().ok())?
-            })
-        },
-    )
-    .await
-}
-
 /// `count` connections to `to` from 127.0.0.2 (another loopback address
 /// than the admin's), saying nothing.
 async fn stranger(to: SocketAddr, count: usize) -> Vec<TcpStream> {
@@ -60,7 +40,7 @@ async fn a_strangers_idle_connections_leave_health_and_admin_answering() {
         512,
     )
     .await;
-    let rest = rest_addr(&api).await;
+    let rest = api.rest_addr().await;
     let mut held = stranger(api.addr, 2000).await;
     held.extend(stranger(rest, 500).await);
 

@@ -1,8 +1,9 @@
 //! The integration tests of `instanceha-api`: one binary, one module per
 //! area. Each test runs against a fresh database on SQLite, and on
 //! PostgreSQL and MySQL/MariaDB when `INSTANCEHA_TEST_POSTGRES_URL` /
-//! `INSTANCEHA_TEST_MYSQL_URL` are set (under CI, with `CI` set, they must
-//! be: an unset one fails the tests instead of skipping them).
+//! `INSTANCEHA_TEST_MYSQL_URL` are set; without them those are ignored
+//! (build.rs; under CI, with `CI` set, they must be: an unset one fails the
+//! tests instead).
 
 mod auth;
 mod backends;

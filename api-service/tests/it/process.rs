@@ -144,6 +144,26 @@ impl ApiProcess {
             .expect("a connection to the API")
     }
 
+    /// Where its REST API listens (a `[rest]` section enabling it), from
+    /// its log.
+    pub async fn rest_addr(&self) -> SocketAddr {
+        instanceha_testkit::eventually(
+            "a REST address in the log",
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            || async {
+                self.lines().iter().find_map(|line| {
+                    let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+                    let message = entry["message"].as_str()?;
+                    message
+                        .contains("rest api listening")
+                        .then(|| entry["addr"].as_str()?.parse().ok())?
+                })
+            },
+        )
+        .await
+    }
+
     /// What it printed so far.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()

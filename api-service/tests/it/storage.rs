@@ -45,7 +45,10 @@ impl Tmpfs {
                 std::env::var_os("CI").is_none(),
                 "cannot mount a tmpfs: under CI (as root) the full-disk test must run"
             );
-            eprintln!("skipped: cannot mount a tmpfs (not root)");
+            instanceha_test_env::say_skipped(
+                "the full-disk test",
+                "cannot mount a tmpfs (root needed)",
+            );
             return None;
         }
         Some(Self { dir })
@@ -261,6 +264,7 @@ async fn postgres_read_only(database: &str, read_only: bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(no_postgres, ignore = "set INSTANCEHA_TEST_POSTGRES_URL to run")]
 async fn a_read_only_postgresql_refuses_reports_as_unavailable_then_recovers() {
     let Some(mut app) =
         spawn_app_with(Backend::Postgres, crate::helpers::every_report_counts).await

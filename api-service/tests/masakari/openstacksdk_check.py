@@ -15,6 +15,7 @@ first mismatch.
 import datetime
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
@@ -24,6 +25,9 @@ from openstack import exceptions
 
 SIM = os.environ["SIM_BASE_URL"]
 checks = 0
+# oslo.middleware's request id (ID_FORMAT), as Masakari's pipeline sends it.
+REQUEST_ID = re.compile(
+    r"^req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
 
 
 def check(condition, what):
@@ -41,6 +45,9 @@ def refused(call, status, what):
         call()
     except exceptions.HttpException as e:
         check(e.status_code == status, f"{what}: {e.status_code} ({e})")
+        # openstacksdk reads x-openstack-request-id into the error.
+        check(REQUEST_ID.match(e.request_id or ""),
+              f"{what}: request id {e.request_id!r}")
         return e
     check(False, f"{what}: no error")
 
@@ -83,6 +90,15 @@ def send_like_masakari_monitors(ha, event):
 
 conn = openstack.connect(cloud="ha")
 ha = conn.instance_ha
+
+# ---- request ids ---------------------------------------------------------
+# Each answer has a fresh one; a caller's own (a global request id) is kept
+# in the log, never echoed.
+mine = "req-1b4e28ba-2fa1-41d2-883f-0016d3cca427"
+ids = [ha.get("/segments", headers={"X-OpenStack-Request-ID": mine})
+       .headers.get("x-openstack-request-id") for _ in range(2)]
+check(all(REQUEST_ID.match(i or "") for i in ids) and ids[0] != ids[1]
+      and mine not in ids, f"a fresh request id per answer: {ids}")
 
 # ---- segments -----------------------------------------------------------
 segment = ha.create_segment(

@@ -101,8 +101,12 @@ pub async fn run(
 ) -> anyhow::Result<MasakariRecoveryReport> {
     let began = Instant::now();
     let speed = 1.0;
-    let (mut sim, control) =
-        start_sim(binaries, dir, &scenario.sim_toml(timing, speed, seed)).await?;
+    let (mut sim, control) = start_sim(
+        binaries,
+        dir,
+        &scenario.sim_toml(timing, speed, seed, dir.request_log_capacity),
+    )
+    .await?;
     let cloud = CloudAccess::simulator(control.auth_url());
     let masakari = match Masakari::start(settings, &cloud, &dir.path.join("masakari"), true).await {
         Ok(m) => m,

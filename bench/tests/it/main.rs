@@ -30,15 +30,20 @@ fn services_built() {
 }
 
 fn run(args: &[&str]) -> Value {
-    services_built();
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("figures.json");
+    run_in(dir.path(), args)
+}
+
+/// Runs the benchmark with its run directory `dir/runs`.
+fn run_in(dir: &std::path::Path, args: &[&str]) -> Value {
+    services_built();
+    let json = dir.join("figures.json");
     let output = Command::new(bench())
         .args(args)
         .arg("--json")
         .arg(&json)
         .arg("--work-dir")
-        .arg(dir.path().join("runs"))
+        .arg(dir.join("runs"))
         .output()
         .expect("instanceha-bench runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -55,7 +60,12 @@ fn run(args: &[&str]) -> Value {
 
 #[test]
 fn the_smallest_scenario_recovers_and_reports() {
-    let doc = run(&["recovery", "one-host-10", "--speed", "20"]);
+    let dir = tempfile::tempdir().unwrap();
+    let doc = run_in(
+        dir.path(),
+        &["recovery", "one-host-10", "--speed", "20", "--keep"],
+    );
+    kept_every_log(&dir.path().join("runs"));
     let entry = &doc["recovery"][0];
     let measured = &entry["measured"];
     assert_eq!(measured["scenario"]["name"], "one-host-10");
@@ -101,4 +111,37 @@ fn intake_keeps_every_report_exactly_once() {
     assert_eq!(intake["lost_or_duplicated"], false);
     assert!(intake["notifications_per_sec"].as_f64().unwrap() > 0.0);
     assert!(intake["create_latency_ms"]["p99"].as_f64().is_some());
+}
+
+/// `--keep` keeps what it says: each service's output, and the
+/// simulator's every call.
+fn kept_every_log(runs: &std::path::Path) {
+    let run = std::fs::read_dir(runs)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.join("instanceha-engine.log").is_file())
+        .unwrap_or_else(|| panic!("no run folder with the engine's log in {}", runs.display()));
+    for (log, line) in [
+        ("instanceha-engine.log", "recovery run started"),
+        ("instanceha-api.log", "notification created"),
+        ("openstack-sim.log", "listening on"),
+    ] {
+        let text = std::fs::read_to_string(run.join(log)).unwrap();
+        assert!(text.contains(line), "{log} lacks {line:?}:\n{text}");
+    }
+    let scenario = std::fs::read_to_string(run.join("scenario.toml")).unwrap();
+    assert!(
+        !scenario.contains("request_log_capacity = 1000\n"),
+        "the kept run's request log is capped at 1,000 calls:\n{scenario}"
+    );
+    let requests: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("sim-requests.json")).unwrap())
+            .unwrap();
+    let calls = requests["requests"].as_array().expect("a list of calls");
+    assert_eq!(calls[0]["seq"], 1, "the first call is kept");
+    assert_eq!(
+        Some(calls.len() as u64),
+        requests["last_seq"].as_u64(),
+        "every call is kept"
+    );
 }

@@ -6,7 +6,8 @@ use clap::{Args, Subcommand};
 
 use super::{Context, Paging, fetch_pages, host_id, optional_segment_id, segment_id};
 use crate::error::{Error, Exit};
-use crate::resources::{HostChanges, HostFilter, NewHost};
+use crate::output::Tabular as _;
+use crate::resources::{Host, HostChanges, HostFilter, NewHost, Notification};
 
 #[derive(Subcommand, Debug)]
 pub enum HostCommand {
@@ -140,6 +141,11 @@ async fn resolve(
 }
 
 pub async fn run(command: HostCommand, ctx: &mut Context) -> Result<Exit, Error> {
+    ctx.check_columns(match &command {
+        HostCommand::List(_) => Host::COLUMNS,
+        HostCommand::Restore(_) => Notification::FIELDS,
+        _ => Host::FIELDS,
+    })?;
     let client = ctx.client()?;
     match command {
         HostCommand::Create(args) => {

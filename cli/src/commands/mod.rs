@@ -24,6 +24,8 @@ pub struct Context {
     pub settings: Settings,
     pub out: Box<dyn Write>,
     pub stdout_is_terminal: bool,
+    /// The columns `--column` picked, in order; empty for all.
+    pub columns: Vec<String>,
 }
 
 impl Context {
@@ -34,7 +36,16 @@ impl Context {
             stdout_is_terminal: stdout.is_terminal(),
             out: Box::new(stdout),
             settings,
+            columns: Vec::new(),
         }
+    }
+
+    /// Refuses, before any call changes anything, a `--column` that the
+    /// output will not have (`available`: a list's columns or a record's
+    /// fields).
+    pub fn check_columns(&self, available: &'static [&'static str]) -> Result<(), Error> {
+        output::select(available, &self.columns)?;
+        Ok(())
     }
 
     pub fn format(&self) -> Format {
@@ -51,7 +62,7 @@ impl Context {
     }
 
     pub fn print_one<T: Tabular + Serialize>(&mut self, item: &T) -> Result<Exit, Error> {
-        let text = output::render_one(self.format(), item)?;
+        let text = output::render_one(self.format(), &self.columns, item)?;
         self.print(&text)?;
         Ok(Exit::Ok)
     }
@@ -63,7 +74,7 @@ impl Context {
         kind: &str,
         listed: Listed<T>,
     ) -> Result<Exit, Error> {
-        let text = output::render_list(self.format(), &listed.items)?;
+        let text = output::render_list(self.format(), &self.columns, &listed.items)?;
         self.print(&text)?;
         if listed.more {
             eprintln!(

@@ -9,7 +9,10 @@ use clap::{Args, Subcommand};
 
 use super::{Context, Paging, fetch_pages, host_id, optional_segment_id};
 use crate::error::{Error, Exit};
-use crate::resources::{NewNotification, NotificationFilter, NotificationStatus, NotificationType};
+use crate::output::Tabular as _;
+use crate::resources::{
+    NewNotification, Notification, NotificationFilter, NotificationStatus, NotificationType,
+};
 use crate::watch::{self, state::Outcome};
 
 #[derive(Subcommand, Debug)]
@@ -152,6 +155,10 @@ fn payload(items: Vec<PayloadItems>) -> Result<BTreeMap<String, String>, Error> 
 }
 
 pub async fn run(command: NotificationCommand, ctx: &mut Context) -> Result<Exit, Error> {
+    ctx.check_columns(match &command {
+        NotificationCommand::List(_) => Notification::COLUMNS,
+        _ => Notification::FIELDS,
+    })?;
     match command {
         NotificationCommand::Create(args) => {
             let payload = payload(args.payload)?;

@@ -5,8 +5,9 @@ use clap::{Args, Subcommand};
 
 use super::{Context, Paging, fetch_pages, segment_id};
 use crate::error::{Error, Exit};
+use crate::output::Tabular as _;
 use crate::resources::{
-    NewSegment, RecoveryMethod, ReturnToService, SegmentChanges, SegmentFilter,
+    NewSegment, RecoveryMethod, ReturnToService, Segment, SegmentChanges, SegmentFilter,
 };
 
 #[derive(Subcommand, Debug)]
@@ -124,6 +125,10 @@ impl ChangeArgs {
 }
 
 pub async fn run(command: SegmentCommand, ctx: &mut Context) -> Result<Exit, Error> {
+    ctx.check_columns(match &command {
+        SegmentCommand::List(_) => Segment::COLUMNS,
+        _ => Segment::FIELDS,
+    })?;
     let client = ctx.client()?;
     match command {
         SegmentCommand::Create(args) => {

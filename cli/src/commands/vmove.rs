@@ -5,7 +5,8 @@ use clap::{Args, Subcommand};
 
 use super::{Context, Paging, fetch_pages};
 use crate::error::{Error, Exit};
-use crate::resources::{VmoveFilter, VmoveStatus, VmoveType};
+use crate::output::Tabular as _;
+use crate::resources::{Vmove, VmoveFilter, VmoveStatus, VmoveType};
 
 #[derive(Subcommand, Debug)]
 pub enum VmoveCommand {
@@ -35,6 +36,10 @@ pub struct ListArgs {
 }
 
 pub async fn run(command: VmoveCommand, ctx: &mut Context) -> Result<Exit, Error> {
+    ctx.check_columns(match &command {
+        VmoveCommand::List(_) => Vmove::COLUMNS,
+        VmoveCommand::Show { .. } => Vmove::FIELDS,
+    })?;
     let client = ctx.client()?;
     match command {
         VmoveCommand::List(args) => {

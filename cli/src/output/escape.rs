@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use instanceha_api::domain::is_unsafe_to_show;
+use super::is_unsafe_to_show;
 
 use super::Error;
 
@@ -140,8 +140,8 @@ mod tests {
         evil.description = "a\u{7f}b\u{85}c\u{1b}[2J\"quoted\" \\ \u{2066}x\nline".into();
         for format in [Format::Json, Format::Yaml] {
             for out in [
-                render_one(format, &evil).unwrap(),
-                render_list(format, std::slice::from_ref(&evil)).unwrap(),
+                render_one(format, &[], &evil).unwrap(),
+                render_list(format, &[], std::slice::from_ref(&evil)).unwrap(),
             ] {
                 assert!(
                     !out.chars().any(|c| c != '\n' && is_unsafe_to_show(c)),
@@ -165,9 +165,9 @@ mod tests {
                 assert_eq!(back["service_type"], "COMPUTE", "{format:?}");
             }
         }
-        let yaml = render_one(Format::Yaml, &evil).unwrap();
+        let yaml = render_one(Format::Yaml, &[], &evil).unwrap();
         assert!(yaml.contains("\\u202e"), "{yaml}");
-        let json = render_one(Format::Json, &evil).unwrap();
+        let json = render_one(Format::Json, &[], &evil).unwrap();
         assert!(
             json.contains("\\u202e") && json.contains("\\u007f"),
             "{json}"

@@ -90,3 +90,30 @@ async fn with_agents_the_dead_host_is_noticed_fenced_reported_and_recovered() {
     );
     assert_eq!(summary(&result.stdout)["status"], "finished");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_instances_fit_in_the_demo_cloud() {
+    let home = Home::new();
+    let result = run(home.instanceha([
+        "--format",
+        "json",
+        "demo",
+        "--speed",
+        "100",
+        "--instances",
+        "200",
+    ]))
+    .await;
+    assert_eq!(
+        result.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        result.stdout, result.stderr
+    );
+    let summary = summary(&result.stdout);
+    assert_eq!(summary["status"], "finished", "{summary}");
+    let instances = summary["instances"].as_array().expect("instances");
+    assert_eq!(instances.len(), 200);
+    for instance in instances {
+        assert_eq!(instance["status"], "succeeded", "{instance}");
+    }
+}

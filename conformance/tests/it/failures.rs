@@ -15,6 +15,7 @@ use instanceha_conformance::workload::{
 pub const PATIENCE: Duration = Duration::from_secs(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(no_real_openstack, ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL to run")]
 async fn a_failed_host_with_ten_instances_is_recovered() {
     let Some((stack, records, _guard)) =
         clean_stack("a_failed_host_with_ten_instances_is_recovered").await
@@ -43,6 +44,7 @@ async fn a_failed_host_with_ten_instances_is_recovered() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(no_real_openstack, ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL to run")]
 async fn a_failed_instance_is_stopped_and_started() {
     let Some((stack, records, _guard)) =
         clean_stack("a_failed_instance_is_stopped_and_started").await
@@ -64,6 +66,7 @@ async fn a_failed_instance_is_stopped_and_started() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(no_real_openstack, ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL to run")]
 async fn a_stopped_compute_process_is_disabled_and_enabled_when_it_starts() {
     let Some((stack, records, _guard)) =
         clean_stack("a_stopped_compute_process_is_disabled_and_enabled_when_it_starts").await

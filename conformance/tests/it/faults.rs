@@ -47,6 +47,7 @@ where
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(no_real_openstack, ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL to run")]
 async fn nova_api_stopped_for_thirty_seconds_after_the_report() {
     host_failure_with(
         "nova_api_stopped_for_thirty_seconds_after_the_report",
@@ -105,6 +106,7 @@ async fn what_nova_made_of(
 /// Every other instance is recovered, and the notification is `finished`
 /// only if all are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(no_real_openstack, ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL to run")]
 async fn nova_conductor_killed_mid_recovery() {
     let test = "nova_conductor_killed_mid_recovery";
     let Some((stack, records, _guard)) = clean_stack(test).await else {
@@ -204,6 +206,7 @@ async fn nova_conductor_killed_mid_recovery() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(no_real_openstack, ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL to run")]
 async fn keystone_restarted_mid_recovery() {
     host_failure_with(
         "keystone_restarted_mid_recovery",

@@ -10,6 +10,8 @@
 //! compared. Every difference is either fixed in the simulator or listed
 //! in [`STAYING`] with its reason (conformance/README.md has the table).
 
+mod cases;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -188,42 +190,6 @@ impl Failure {
 struct Recording {
     engine: Vec<Exchange>,
     probes: Vec<Exchange>,
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_simulator_answers_the_engine_as_real_openstack_does() {
-    compare(
-        Failure::Host,
-        "the_simulator_answers_the_engine_as_real_openstack_does",
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_simulator_answers_the_clearing_of_blocking_attachments_as_real_openstack_does() {
-    compare(
-        Failure::HostWithBlockedVolumes,
-        "the_simulator_answers_the_clearing_of_blocking_attachments_as_real_openstack_does",
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_simulator_answers_an_instance_recovery_as_real_openstack_does() {
-    compare(
-        Failure::Instance,
-        "the_simulator_answers_an_instance_recovery_as_real_openstack_does",
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_simulator_answers_a_process_recovery_as_real_openstack_does() {
-    compare(
-        Failure::Process,
-        "the_simulator_answers_a_process_recovery_as_real_openstack_does",
-    )
-    .await;
 }
 
 /// Recovers `failure` on the real stack, then on the simulator, and fails

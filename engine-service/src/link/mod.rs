@@ -75,7 +75,7 @@ impl pb::engine_server::Engine for RecoverService {
         instanceha_runtime::telemetry::record_ids(&span);
         span.in_scope(|| tracing::info!("run accepted"));
 
-        let (reporter, events) = Reporter::new();
+        let (reporter, events) = Reporter::new(self.engine.clock());
         let cancel = CancellationToken::new();
         let engine = self.engine.clone();
         let run_cancel = cancel.clone();

@@ -7,7 +7,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use chrono::Utc;
 use futures::FutureExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -191,7 +190,7 @@ impl Run {
             Err(e) => {
                 let message = format!("{e} ({})", self.request.segment_name);
                 for job in &jobs {
-                    let start = Utc::now();
+                    let start = self.now();
                     self.reporter.instance_started(&job.instance_id, start);
                     self.reporter.instance_finished(
                         &job.instance_id,
@@ -408,7 +407,7 @@ impl Run {
         if let Some(ticket) = &slot.tier {
             ticket.wait_turn().await;
         }
-        let start = Utc::now();
+        let start = self.now();
         let instance_id = job.instance_id.clone();
         let targets = match (&job.device, &shared.devices) {
             (Some(need), Some(devices)) => {

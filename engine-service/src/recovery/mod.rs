@@ -10,6 +10,7 @@ mod follow;
 mod host;
 mod lost;
 mod migrations;
+mod phases;
 mod process;
 mod reconcile;
 mod repair;
@@ -93,6 +94,8 @@ pub struct Engine {
     in_recovery: Arc<AtomicUsize>,
     /// The time of day, to compare with Nova's timestamps.
     clock: Clock,
+    /// The host-failure phases for `/metrics`.
+    phases: phases::PhaseMetrics,
 }
 
 /// The run was cancelled (the API asked, or went away).
@@ -107,7 +110,17 @@ impl Engine {
             capacity: Arc::new(Semaphore::new(total_capacity.max(1))),
             in_recovery: Arc::default(),
             clock: Clock::system(),
+            phases: phases::PhaseMetrics::from_meter(&opentelemetry::global::meter(
+                "instanceha-engine",
+            )),
         }
+    }
+
+    /// The same engine recording its metrics with `meter` instead of the
+    /// global meter provider's (tests reading their own registry).
+    pub fn with_meter(mut self, meter: &opentelemetry::metrics::Meter) -> Self {
+        self.phases = phases::PhaseMetrics::from_meter(meter);
+        self
     }
 
     /// The same engine reading the time of day from `clock` (tests on
@@ -115,6 +128,11 @@ impl Engine {
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Where the engine's time of day comes from.
+    pub fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 
     pub fn openstack(&self) -> &OpenStack {
@@ -140,7 +158,9 @@ impl Engine {
             request: Arc::new(request),
             reporter: reporter.clone(),
             cancel,
+            evacuations: phases::EvacuationTimes::default(),
         };
+        let started = self.clock.now();
         let outcome = match (run.request.run_kind, run.request.notification_type) {
             (RunKind::Recover, NotificationType::ComputeHost) => run.host_failure().await,
             (RunKind::Recover, NotificationType::Vm) => run.instance_failure().await,
@@ -149,6 +169,12 @@ impl Engine {
             (RunKind::ReleaseLocks, _) => run.reconcile(false).await,
         };
         tracing::info!(outcome = ?outcome, "recovery run ended");
+        if (run.request.run_kind, run.request.notification_type)
+            == (RunKind::Recover, NotificationType::ComputeHost)
+        {
+            self.phases
+                .record(run.evacuations.phases(started, self.clock.now()));
+        }
         match &outcome {
             RunOutcome::Failed { message, .. } | RunOutcome::Cancelled { message } => {
                 instanceha_runtime::telemetry::record_error(&tracing::Span::current(), message);
@@ -169,6 +195,8 @@ struct Run {
     request: Arc<StartRun>,
     reporter: Reporter,
     cancel: CancellationToken,
+    /// When Nova accepted the run's evacuations (its phases).
+    evacuations: phases::EvacuationTimes,
 }
 
 impl Run {

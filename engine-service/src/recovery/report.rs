@@ -3,6 +3,7 @@
 //! API.
 
 use chrono::{DateTime, Utc};
+use instanceha_runtime::clock::Clock;
 use tokio::sync::mpsc;
 
 pub use instanceha_proto::run::{
@@ -15,12 +16,14 @@ pub use instanceha_proto::run::{
 #[derive(Clone, Debug)]
 pub struct Reporter {
     tx: mpsc::UnboundedSender<RunEvent>,
+    /// Every event's time: the engine's clock (Tokio's in tests).
+    clock: Clock,
 }
 
 impl Reporter {
-    pub fn new() -> (Self, mpsc::UnboundedReceiver<RunEvent>) {
+    pub fn new(clock: Clock) -> (Self, mpsc::UnboundedReceiver<RunEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Self { tx }, rx)
+        (Self { tx, clock }, rx)
     }
 
     fn send(&self, event: RunEvent) {
@@ -43,7 +46,7 @@ impl Reporter {
             instance_id: instance_id.into(),
             step: step.to_owned(),
             message: message.into(),
-            at: Utc::now(),
+            at: self.clock.now(),
         });
     }
 
@@ -57,7 +60,7 @@ impl Reporter {
             instance_id: instance_id.into(),
             result: outcome,
             start: Some(start),
-            end: Utc::now(),
+            end: self.clock.now(),
         });
     }
 
@@ -66,7 +69,7 @@ impl Reporter {
             task: task.to_owned(),
             state,
             message: message.into(),
-            at: Utc::now(),
+            at: self.clock.now(),
             instance_id: None,
         });
     }
@@ -88,7 +91,7 @@ impl Reporter {
         self.send(RunEvent::LockChanged {
             instance_id: instance_id.into(),
             locked,
-            at: Utc::now(),
+            at: self.clock.now(),
         });
     }
 
@@ -96,7 +99,7 @@ impl Reporter {
         self.send(RunEvent::InstanceReconciled {
             instance_id: instance_id.into(),
             result,
-            at: Utc::now(),
+            at: self.clock.now(),
         });
     }
 

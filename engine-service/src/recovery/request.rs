@@ -14,8 +14,21 @@ impl Run {
     /// Asks Nova to evacuate; returns the request id of the accepted
     /// request. An unknown outcome (timeout, broken connection, 5xx from a
     /// proxy) is resolved by reading Nova's records, never by blindly
-    /// asking again.
+    /// asking again. When Nova accepted it counts for the run's phases.
     pub(super) async fn request_evacuation(
+        &self,
+        id: &str,
+        target: &Target,
+        follower: &mut MigrationFollower,
+    ) -> Step<Option<String>> {
+        let asked = self.ask_to_evacuate(id, target, follower).await;
+        if let Ok(Ok(_)) = &asked {
+            self.evacuations.requested(self.now());
+        }
+        asked
+    }
+
+    async fn ask_to_evacuate(
         &self,
         id: &str,
         target: &Target,

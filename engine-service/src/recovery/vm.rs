@@ -2,8 +2,6 @@
 //! HA-enabled instance, stop it, start it, and confirm it is active.
 //! Paused and rescued instances are left alone, as in Masakari.
 
-use chrono::Utc;
-
 use super::{
     Cancelled, InstanceResult, PlannedInstance, ProgressState, Run, RunOutcome, StepFailure,
     VMoveType,
@@ -68,7 +66,7 @@ impl Run {
             vmove_type: VMoveType::Restart,
             prior_state: None,
         }]);
-        let start = Utc::now();
+        let start = self.now();
         self.reporter.instance_started(&id, start);
         let outcome = self.restart(&id, server.vm_state()).await;
         match outcome {

@@ -6,6 +6,7 @@ mod found_bugs;
 mod host_failure;
 mod lost_work;
 mod outage_matrix;
+mod phases;
 mod priority;
 mod process_and_vm;
 mod process_faults;

@@ -267,7 +267,7 @@ struct Ran {
 }
 
 async fn run(engine: &Engine, request: StartRun) -> Ran {
-    let (reporter, mut events) = Reporter::new();
+    let (reporter, mut events) = Reporter::new(engine.clock());
     engine
         .run(request, reporter, CancellationToken::new())
         .await;

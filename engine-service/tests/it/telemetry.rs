@@ -30,6 +30,28 @@ fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
     spans.iter().filter(|s| s.name == name).collect()
 }
 
+/// What the scrape after a recovery shows: the API's, the engine's and
+/// the OpenStack client's metrics, the process's and the build's.
+const SCRAPED: [&str; 17] = [
+    "instanceha_notifications_total{status=\"finished\",type=\"COMPUTE_HOST\"}",
+    "instanceha_vmoves_total{status=\"succeeded\",type=\"evacuation\"}",
+    "instanceha_instance_recovery_duration_seconds_bucket",
+    "instanceha_notification_recovery_duration_seconds_count",
+    "instanceha_openstack_requests_total{operation=\"servers.action.evacuate\",service=\"nova\",status=\"ok\"}",
+    "instanceha_openstack_request_duration_seconds_bucket",
+    "instanceha_dispatch_runs_total{end=\"done\"}",
+    "instanceha_dispatch_streams_open",
+    "instanceha_dispatch_oldest_stream_seconds ",
+    "instanceha_engine_instances_in_flight",
+    "instanceha_engine_first_evacuation_seconds_bucket",
+    "instanceha_engine_evacuation_spread_seconds_count",
+    "instanceha_engine_recovery_tail_seconds_sum",
+    "instanceha_reports_total{outcome=\"stored\",type=\"COMPUTE_HOST\"} ",
+    "instanceha_build_info{service=\"tests\",version=",
+    "process_cpu_seconds_total ",
+    "process_resident_memory_bytes ",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
     let (spans, registry) = instanceha_testkit::telemetry::captured();
@@ -159,17 +181,7 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
         .text()
         .await
         .unwrap();
-    for expected in [
-        "instanceha_notifications_total{status=\"finished\",type=\"COMPUTE_HOST\"}",
-        "instanceha_vmoves_total{status=\"succeeded\",type=\"evacuation\"}",
-        "instanceha_instance_recovery_duration_seconds_bucket",
-        "instanceha_notification_recovery_duration_seconds_count",
-        "instanceha_openstack_requests_total{operation=\"servers.action.evacuate\",service=\"nova\",status=\"ok\"}",
-        "instanceha_openstack_request_duration_seconds_bucket",
-        "instanceha_dispatch_runs_total{end=\"done\"}",
-        "instanceha_dispatch_streams_open",
-        "instanceha_engine_instances_in_flight",
-    ] {
+    for expected in SCRAPED {
         assert!(text.contains(expected), "{expected} missing from:\n{text}");
     }
 }

@@ -118,3 +118,22 @@ fn path_roots() {
     let roots: Vec<_> = words(code, "pb").map(|at| path_root(code, at)).collect();
     assert_eq!(roots, [Some("tonic_health"), Some("crate"), None]);
 }
+
+#[test]
+fn the_services_read_the_time_of_day_from_their_clock() {
+    let text = "//! a
+let a = Utc::now();
+let b = chrono::Utc :: now();
+let c = std::time::SystemTime::now();
+let d = self.clock.now(); // Utc::now() in a comment
+let e = Utc::now_or_never();
+#[cfg(test)]
+mod tests { fn t() { let _ = Utc::now(); } }
+";
+    let at = |path| lines(wall_clock_outside_clock, path, text);
+    assert_eq!(at("api-service/src/service/hosts.rs"), [2, 3, 4]);
+    assert_eq!(at("engine-service/src/recovery/report.rs"), [2, 3, 4]);
+    assert!(at("runtime/src/clock.rs").is_empty());
+    assert!(at("agent/src/spool.rs").is_empty());
+    assert!(at("engine-service/tests/it/main.rs").is_empty());
+}

@@ -1,23 +1,10 @@
-//! The resolution rules case by case, and a property of the status
-//! invariants: whatever the engine reports and however runs end, a
-//! notification ends within its budget, a terminal one has no instance
-//! without a result, and no final verdict contradicts what Nova says when
-//! Nova could be read.
-
-use chrono::{DateTime, TimeZone, Utc};
-use proptest::prelude::*;
+//! The resolution rules case by case (their invariants over any sequence
+//! of runs: [`super::invariants`]).
 
 use crate::domain::RunKind;
 use crate::lifecycle::messages::with_locks_held;
 use crate::lifecycle::resolution::*;
-use crate::status::{
-    NotificationEvent, NotificationStatus, Reconciled, Transition, VMoveEvent, VMoveRecord,
-    VMoveStatus,
-};
-
-fn at(secs: i64) -> DateTime<Utc> {
-    Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
-}
+use crate::status::{NotificationStatus, VMoveStatus};
 
 #[test]
 fn the_message_says_which_locks_are_still_held_until_none_is() {
@@ -64,7 +51,7 @@ fn transient(id: usize) -> VMoveView<'static, usize> {
     }
 }
 
-fn completed() -> RunEnd {
+pub(super) fn completed() -> RunEnd {
     RunEnd::Done(RunOutcome::Completed {
         message: String::new(),
     })
@@ -77,6 +64,17 @@ fn budget(attempt: u32, max: u32, window_open: bool) -> RetryBudget {
         max_attempts: max,
         window_open,
         verdict_open: true,
+    }
+}
+
+/// The budget once the verdict deadline has passed, however few runs
+/// there were: reconciles are bounded by time, not by a count.
+fn verdict_passed(attempt: u32, max: u32) -> RetryBudget {
+    RetryBudget {
+        attempt,
+        max_attempts: max,
+        window_open: false,
+        verdict_open: false,
     }
 }
 
@@ -99,12 +97,7 @@ fn the_seed_bug_cannot_happen_a_pending_vmove_never_finishes() {
         reason: "engine crashed".into(),
         cause: LostCause::Engine,
     };
-    let reconcile = resolve(
-        &lost,
-        RunKind::Reconcile,
-        &vmoves,
-        budget(3 + RECONCILE_ATTEMPTS, 3, false),
-    );
+    let reconcile = resolve(&lost, RunKind::Reconcile, &vmoves, verdict_passed(6, 3));
     match reconcile {
         Resolution::Failed { fail, message } => {
             assert_eq!(fail.len(), 1);
@@ -230,7 +223,7 @@ fn a_reconcile_gives_the_final_verdict_and_reads_nova_again_when_it_could_not() 
             &completed(),
             RunKind::Reconcile,
             &unreadable,
-            budget(3 + RECONCILE_ATTEMPTS, 3, false)
+            verdict_passed(4, 3)
         )
         .status(),
         NotificationStatus::Failed
@@ -302,297 +295,4 @@ fn a_cancelled_run_is_not_retried_but_nova_is_read_before_the_verdict() {
         resolve(&end, RunKind::Recover, &none, budget(1, 3, true)).status(),
         NotificationStatus::Failed
     );
-}
-
-// ---- properties ------------------------------------------------------------
-
-/// What the engine reports about an instance in a recovery run.
-#[derive(Clone, Debug)]
-enum EngineEvent {
-    Start(usize),
-    Succeed(usize),
-    Fail(usize, bool),
-    Ignore(usize),
-}
-
-fn engine_event(instances: usize) -> impl Strategy<Value = EngineEvent> {
-    let i = 0..instances.max(1);
-    prop_oneof![
-        i.clone().prop_map(EngineEvent::Start),
-        i.clone().prop_map(EngineEvent::Succeed),
-        (i.clone(), any::<bool>()).prop_map(|(i, t)| EngineEvent::Fail(i, t)),
-        i.prop_map(EngineEvent::Ignore),
-    ]
-}
-
-fn run_end() -> impl Strategy<Value = RunEnd> {
-    prop_oneof![
-        Just(RunEnd::engine_lost("engine crashed")),
-        Just(completed()),
-        any::<bool>().prop_map(|retryable| RunEnd::Done(RunOutcome::Failed {
-            message: "service update failed".into(),
-            retryable
-        })),
-        Just(RunEnd::Done(RunOutcome::Ignored {
-            message: "nothing to do".into()
-        })),
-        Just(RunEnd::Done(RunOutcome::Cancelled {
-            message: "operator".into()
-        })),
-    ]
-}
-
-/// One recovery run: the engine's events (illegal ones rejected), then the
-/// end; and whether a reconcile run that follows it can read Nova.
-#[derive(Clone, Debug)]
-struct Run {
-    events: Vec<EngineEvent>,
-    end: RunEnd,
-    nova_readable: bool,
-}
-
-/// Instances (each recovered or not in Nova's eyes), the attempts and
-/// whether the window closes early, and the runs.
-type Scenario = (Vec<bool>, u32, bool, Vec<Run>);
-
-fn scenario() -> impl Strategy<Value = Scenario> {
-    (
-        proptest::collection::vec(any::<bool>(), 0..6),
-        1u32..5,
-        any::<bool>(),
-    )
-        .prop_flat_map(|(truth, max_attempts, closes)| {
-            let instances = truth.len();
-            let run = (
-                proptest::collection::vec(engine_event(instances), 0..20),
-                run_end(),
-                any::<bool>(),
-            )
-                .prop_map(|(events, end, nova_readable)| Run {
-                    events,
-                    end,
-                    nova_readable,
-                });
-            let runs = (max_attempts + RECONCILE_ATTEMPTS) as usize;
-            (
-                Just(truth),
-                Just(max_attempts),
-                Just(closes),
-                proptest::collection::vec(run, runs..=runs),
-            )
-        })
-}
-
-fn apply_engine_event(records: &mut [VMoveRecord], event: &EngineEvent, t: i64) {
-    let (i, ev) = match event {
-        EngineEvent::Start(i) => (*i, VMoveEvent::Start { at: at(t) }),
-        EngineEvent::Succeed(i) => (
-            *i,
-            VMoveEvent::Succeed {
-                started: None,
-                at: at(t),
-                dest_host: Some("c2".into()),
-                note: None,
-            },
-        ),
-        EngineEvent::Fail(i, retryable) => (
-            *i,
-            VMoveEvent::Fail {
-                started: None,
-                at: at(t),
-                message: "lock: 503".into(),
-                retryable: *retryable,
-            },
-        ),
-        EngineEvent::Ignore(i) => (
-            *i,
-            VMoveEvent::Ignore {
-                started: None,
-                at: at(t),
-                message: "paused".into(),
-            },
-        ),
-    };
-    if let Some(record) = records.get_mut(i) {
-        // Rejected events leave the record as it was; that is the point.
-        let _ = record.apply(ev);
-    }
-}
-
-/// A reconcile run: Nova's truth for each named instance, or (Nova not
-/// readable) a passing failure to read it.
-fn reconcile(records: &mut [VMoveRecord], ids: &[usize], truth: &[bool], readable: bool, t: i64) {
-    for id in ids {
-        let result = match (readable, truth[*id]) {
-            (false, _) => Reconciled::NotRecovered {
-                message: "nova could not be read".into(),
-                retryable: true,
-            },
-            (true, true) => Reconciled::Recovered {
-                dest_host: Some("c2".into()),
-                note: "nova shows it active on c2".into(),
-            },
-            (true, false) => Reconciled::NotRecovered {
-                message: "nova shows it still on the failed host".into(),
-                retryable: false,
-            },
-        };
-        records[*id]
-            .apply(VMoveEvent::Reconcile { at: at(t), result })
-            .expect("only instances without a good result are reconciled");
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
-
-    /// Whatever the engine sends and however runs end, the notification
-    /// reaches a terminal status within its attempts (and the reconciles
-    /// allowed beyond them), the invariants hold, and when a reconcile
-    /// could read Nova, no instance Nova shows recovered ends failed.
-    #[test]
-    fn no_sequence_of_events_breaks_an_invariant(
-        (truth, max_attempts, closes, runs) in scenario()
-    ) {
-        let mut records: Vec<VMoveRecord> = truth.iter().map(|_| VMoveRecord::planned()).collect();
-        let mut read_by_nova: Vec<bool> = truth.iter().map(|_| false).collect();
-        let mut status = NotificationStatus::New;
-        let mut kind = RunKind::Recover;
-        let mut t = 0;
-        for (n, run) in runs.iter().enumerate() {
-            let attempt = n as u32 + 1;
-            status = status.on(NotificationEvent::Start).expect("new or error can start");
-            match kind {
-                RunKind::Recover => {
-                    for event in &run.events {
-                        t += 1;
-                        apply_engine_event(&mut records, event, t);
-                    }
-                }
-                RunKind::Reconcile | RunKind::ReleaseLocks => {}
-            }
-            let views: Vec<VMoveView<'_, usize>> = records
-                .iter()
-                .enumerate()
-                .map(|(id, r)| VMoveView {
-                    id,
-                    instance: "vm",
-                    status: r.status(),
-                    message: r.message(),
-                    retryable: r.retryable(),
-                })
-                .collect();
-            let budget = RetryBudget {
-                attempt,
-                max_attempts,
-                window_open: !(closes && attempt > 1),
-                verdict_open: true,
-            };
-            let resolution = resolve(&run.end, kind, &views, budget);
-            t += 1;
-            if let Resolution::Retry { .. } = &resolution {
-                prop_assert!(budget.window_open && budget.attempt < budget.max_attempts, "retry past the budget");
-            }
-            let reconciled = runs
-                .get(n + 1)
-                .filter(|next| matches!(next.end, RunEnd::Done(RunOutcome::Completed { .. })))
-                .map(|next| next.nova_readable);
-            apply_resolution(&resolution, &mut records, &truth, reconciled, &mut read_by_nova, t);
-            let next = status.on(resolution.event()).expect("a running notification takes any resolution");
-            prop_assert_eq!(next, resolution.status());
-            status = next;
-            kind = resolution.next_run().unwrap_or(RunKind::Recover);
-            if status.is_terminal() {
-                break;
-            }
-        }
-
-        prop_assert!(status.is_terminal(), "not terminal after {} runs: {}", runs.len(), status);
-        check_terminal(status, &records, &truth, &read_by_nova)?;
-    }
-}
-
-/// The invariants of a terminal notification with `records`, given what
-/// Nova shows (`truth`) and which instances a reconcile read (`read`).
-fn check_terminal(
-    status: NotificationStatus,
-    records: &[VMoveRecord],
-    truth: &[bool],
-    read: &[bool],
-) -> Result<(), TestCaseError> {
-    for (record, (truth, read)) in records.iter().zip(truth.iter().zip(read)) {
-        prop_assert!(
-            record.status().is_resolved(),
-            "terminal notification with a {} vmove",
-            record.status()
-        );
-        if record.status() == VMoveStatus::Failed {
-            prop_assert!(record.end_time().is_some(), "failed vmove without end time");
-            prop_assert!(
-                record.message().is_some_and(|m| !m.is_empty()),
-                "failed vmove without message"
-            );
-            // No message contradicts Nova.
-            prop_assert!(
-                !(*truth && *read),
-                "an instance Nova shows recovered ended failed"
-            );
-        }
-    }
-    if status == NotificationStatus::Finished {
-        prop_assert!(
-            records
-                .iter()
-                .all(|r| matches!(r.status(), VMoveStatus::Succeeded | VMoveStatus::Ignored))
-        );
-    }
-    if records.iter().any(|r| r.status() == VMoveStatus::Failed) {
-        prop_assert_eq!(status, NotificationStatus::Failed);
-    }
-    Ok(())
-}
-
-/// What a resolution does to the records: retried instances back to
-/// pending, failed ones failed; a reconcile's follow-up run reads Nova
-/// (`reconciled`: whether it could, when that run completes).
-fn apply_resolution(
-    resolution: &Resolution<usize>,
-    records: &mut [VMoveRecord],
-    truth: &[bool],
-    reconciled: Option<bool>,
-    read_by_nova: &mut [bool],
-    t: i64,
-) {
-    match resolution {
-        Resolution::Retry { retry, .. } => {
-            for id in retry {
-                records[*id]
-                    .apply(VMoveEvent::Retry)
-                    .expect("only unresolved or passing failures are retried");
-            }
-        }
-        Resolution::Reconcile { instances, .. } => {
-            if let Some(readable) = reconciled {
-                reconcile(records, instances, truth, readable, t);
-                if readable {
-                    for id in instances {
-                        read_by_nova[*id] = true;
-                    }
-                }
-            }
-        }
-        Resolution::Failed { fail, .. } => {
-            for (id, message) in fail {
-                records[*id]
-                    .apply(VMoveEvent::Fail {
-                        started: None,
-                        at: at(t),
-                        message: message.clone(),
-                        retryable: false,
-                    })
-                    .expect("only unresolved vmoves are failed");
-            }
-        }
-        Resolution::Finished { .. } | Resolution::Ignored { .. } => {}
-    }
 }

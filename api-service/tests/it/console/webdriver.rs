@@ -147,8 +147,9 @@ impl Browser {
                 std::env::var_os("CI").is_none(),
                 "CI needs chromium and chromedriver for the console's browser tests (apt-get install chromium chromium-driver)"
             );
-            eprintln!(
-                "skipped {test}: chromium and chromedriver are not installed (apt-get install chromium chromium-driver)"
+            instanceha_test_env::say_skipped(
+                test,
+                "chromium and chromedriver are not installed (apt-get install chromium chromium-driver)",
             );
             return None;
         };

@@ -486,17 +486,7 @@ fn store_applies_batches_in_order_exactly_once_or_not_at_all() {
     check_store(Backend::Sqlite, 128);
 }
 
-#[test]
-fn store_applies_batches_in_order_exactly_once_or_not_at_all_on_postgres() {
-    check_store(Backend::Postgres, 48);
-}
-
-#[test]
-fn store_applies_batches_in_order_exactly_once_or_not_at_all_on_mysql() {
-    check_store(Backend::Mysql, 48);
-}
-
-fn check_store(backend: Backend, cases: u32) {
+pub(super) fn check_store(backend: Backend, cases: u32) {
     let rt = runtime();
     let mut url = String::new();
     let Some(mut app) = rt.block_on(spawn_app_with(backend, |s| url = s.database.url.clone()))

@@ -8,6 +8,7 @@
 
 mod engine_stream;
 mod found;
+mod on_servers;
 mod requests;
 
 use std::collections::BTreeMap;

@@ -645,17 +645,7 @@ fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing() {
     check_requests(Backend::Sqlite, 512);
 }
 
-#[test]
-fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing_on_postgres() {
-    check_requests(Backend::Postgres, 192);
-}
-
-#[test]
-fn every_public_request_gets_a_clear_answer_and_a_refusal_changes_nothing_on_mysql() {
-    check_requests(Backend::Mysql, 192);
-}
-
-fn check_requests(backend: Backend, cases: u32) {
+pub(super) fn check_requests(backend: Backend, cases: u32) {
     let rt = runtime();
     let mut url = String::new();
     let Some(mut app) = rt.block_on(spawn_app_with(backend, |settings| {

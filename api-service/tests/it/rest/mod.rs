@@ -9,6 +9,7 @@ mod cloud;
 mod hosts;
 mod notifications;
 mod protocol;
+mod request_ids;
 mod segments;
 mod tls;
 

@@ -136,7 +136,7 @@ impl Ran {
 }
 
 pub(super) async fn run(engine: &Engine, request: StartRun) -> Ran {
-    let (reporter, mut events) = Reporter::new();
+    let (reporter, mut events) = Reporter::new(engine.clock());
     engine
         .run(request, reporter, CancellationToken::new())
         .await;

@@ -1,0 +1,12 @@
+//! Marks the tests whose environment is missing as ignored
+//! (instanceha-test-env).
+
+use instanceha_test_env::{Environment, declare};
+
+fn main() {
+    declare(&[
+        Environment::Postgres,
+        Environment::Mysql,
+        Environment::PythonClients,
+    ]);
+}
