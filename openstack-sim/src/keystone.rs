@@ -218,6 +218,22 @@ fn wants_catalog(query: Option<&str>) -> bool {
     !query_pairs(query).iter().any(|(k, _)| k == "nocatalog")
 }
 
+/// The project a password login is scoped to: `Err` for a system or a
+/// domain scope, which are not modelled (Nova needs a project scope).
+fn project_scope(scope: Option<&Value>) -> Result<Option<ProjectRef>, ()> {
+    let Some(scope) = scope else {
+        return Ok(None);
+    };
+    let project = scope.get("project").ok_or(())?;
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    Ok(Some(ProjectRef {
+        id: text(project.get("id")),
+        name: text(project.get("name")),
+        domain_id: text(project.pointer("/domain/id")),
+        domain_name: text(project.pointer("/domain/name")),
+    }))
+}
+
 async fn issue_token(
     State(shared): State<Arc<Shared>>,
     RawQuery(query): RawQuery,
@@ -257,24 +273,8 @@ async fn issue_token(
                 );
             };
             let password = user.get("password").and_then(Value::as_str).unwrap_or("");
-            let project_scope = match scope {
-                None => None,
-                Some(s) => match s.get("project") {
-                    Some(p) => Some(ProjectRef {
-                        id: p.get("id").and_then(Value::as_str).map(str::to_string),
-                        name: p.get("name").and_then(Value::as_str).map(str::to_string),
-                        domain_id: p
-                            .pointer("/domain/id")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                        domain_name: p
-                            .pointer("/domain/name")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                    }),
-                    // system and domain scopes are not modelled: Nova needs a project scope
-                    None => return unauthorized(&shared),
-                },
+            let Ok(project_scope) = project_scope(scope) else {
+                return unauthorized(&shared);
             };
             world
                 .identity
