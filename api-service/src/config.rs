@@ -272,7 +272,7 @@ const ENV_PREFIX: &str = "INSTANCEHA_";
 /// (`listen`, `log`, ...) set something; [`ignored_variables`] lists the
 /// others (a typo, another tool's variable) so that they are reported.
 fn env_settings() -> SettingsEnvironment {
-    SettingsEnvironment::new(ENV_PREFIX, &Settings::default(), &["ENGINE_"])
+    SettingsEnvironment::new(ENV_PREFIX, &Settings::default(), &["ENGINE_", "CLI_"])
 }
 
 /// The `INSTANCEHA_*` variables that are set but name no setting, so were
@@ -308,6 +308,26 @@ mod tests {
         assert!(!env.is_setting("test_postgres_url"));
         assert!(!env.is_setting("logg.format"));
         assert!(!env.is_setting("config"));
+    }
+
+    #[test]
+    fn the_cli_and_engine_variables_are_not_reported_as_ignored() {
+        // Exported in the same shell, the CLI's and the engine's variables
+        // are not the API's typos; a typo still is.
+        let names = [
+            "INSTANCEHA_CLI_TOKEN",
+            "INSTANCEHA_CLI_ENDPOINT",
+            "INSTANCEHA_CLI_CONFIG",
+            "INSTANCEHA_ENGINE_LISTEN",
+            "INSTANCEHA_CONFIG",
+            "INSTANCEHA_LOG__FORMAT",
+            "INSTANCEHA_TOKEN",
+        ]
+        .map(str::to_owned);
+        assert_eq!(
+            env_settings().ignored_among(names.into_iter()),
+            ["INSTANCEHA_TOKEN"]
+        );
     }
 
     #[test]

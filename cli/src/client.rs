@@ -12,7 +12,7 @@ use pb::notification_service_client::NotificationServiceClient;
 use pb::segment_service_client::SegmentServiceClient;
 use pb::vmove_service_client::VmoveServiceClient;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Response, Status};
 
 use crate::config::Settings;
@@ -144,14 +144,15 @@ fn describe(
         }
         Code::Unavailable => format!(
             "cannot reach instanceha-api at {endpoint}: {message} — is it running? check \
-             --endpoint or INSTANCEHA_ENDPOINT"
+             --endpoint or INSTANCEHA_CLI_ENDPOINT"
         ),
         Code::DeadlineExceeded => format!(
             "instanceha-api at {endpoint} ran out of time: {message} — retry, or raise --timeout"
         ),
         Code::Unauthenticated => format!(
             "instanceha-api at {endpoint} did not accept the credentials: {message} — set \
-             --token or INSTANCEHA_TOKEN to a valid token"
+             --token or INSTANCEHA_CLI_TOKEN to a valid token, or log in with --os-cloud or \
+             the OS_* variables"
         ),
         Code::PermissionDenied => {
             format!("permission denied: {message} — use a token that is allowed to change {what}s")
@@ -196,10 +197,22 @@ impl Client {
             resource: Resource::Segment,
             answered: false,
         };
-        let endpoint = Endpoint::from_shared(settings.endpoint.clone())
+        let mut endpoint = Endpoint::from_shared(settings.endpoint.clone())
             .map_err(|e| invalid(format!("--endpoint: {e}")))?
             .connect_timeout(settings.timeout)
             .tcp_nodelay(true);
+        if settings.endpoint.starts_with("https://") {
+            let mut tls = ClientTlsConfig::new().with_native_roots();
+            if let Some(path) = &settings.ca_file {
+                let pem = std::fs::read(path).map_err(|e| {
+                    invalid(format!("--os-cacert: cannot read {}: {e}", path.display()))
+                })?;
+                tls = tls.ca_certificate(Certificate::from_pem(pem));
+            }
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| invalid(format!("--endpoint: {e}")))?;
+        }
         let channel = endpoint.connect_lazy();
         let token = BearerToken::new(settings.token.as_ref())
             .ok_or_else(|| invalid("--token: not a valid header value".to_owned()))?;
@@ -554,7 +567,7 @@ mod tests {
         assert!(answered.contains("is unavailable"), "{answered}");
         assert!(!answered.contains("is it running"), "{answered}");
         assert!(message_of(Code::Unavailable, Resource::Host).contains("http://127.0.0.1:1"));
-        assert!(message_of(Code::Unauthenticated, Resource::Host).contains("INSTANCEHA_TOKEN"));
+        assert!(message_of(Code::Unauthenticated, Resource::Host).contains("INSTANCEHA_CLI_TOKEN"));
         assert!(message_of(Code::NotFound, Resource::Host).contains("instanceha host list"));
         assert!(
             message_of(Code::AlreadyExists, Resource::Notification).contains("notification watch")

@@ -34,9 +34,15 @@ pub struct Overrides {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     pub endpoint: String,
+    /// No flag, variable or file named the endpoint: a Keystone login may
+    /// take it from the catalog (`login`).
+    pub endpoint_is_default: bool,
     pub token: Option<Token>,
     pub format: Format,
     pub timeout: Duration,
+    /// A CA to trust for an `https://` endpoint besides the system's roots
+    /// (`--os-cacert`, `OS_CACERT` or the cloud's `cacert`).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The configuration file's keys, all optional.
@@ -96,8 +102,9 @@ impl Settings {
             None => "the configuration file".to_owned(),
         };
 
+        let endpoint_is_default = overrides.endpoint.is_none() && file.endpoint.is_none();
         let (endpoint, origin) = match (overrides.endpoint, file.endpoint) {
-            (Some(flag), _) => (flag, "--endpoint or INSTANCEHA_ENDPOINT".to_owned()),
+            (Some(flag), _) => (flag, "--endpoint or INSTANCEHA_CLI_ENDPOINT".to_owned()),
             (None, Some(from_file)) => (from_file, file_origin()),
             (None, None) => (DEFAULT_ENDPOINT.to_owned(), "the default".to_owned()),
         };
@@ -116,7 +123,7 @@ impl Settings {
         if let Some(token) = &token {
             check_token(token).map_err(|reason| Error::Invalid {
                 setting: "token",
-                origin: "--token, INSTANCEHA_TOKEN or the configuration file".to_owned(),
+                origin: "--token, INSTANCEHA_CLI_TOKEN or the configuration file".to_owned(),
                 reason,
             })?;
         }
@@ -143,9 +150,11 @@ impl Settings {
 
         Ok(Self {
             endpoint,
+            endpoint_is_default,
             token,
             format,
             timeout,
+            ca_file: None,
         })
     }
 }
@@ -174,19 +183,14 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-/// An `http://HOST:PORT` URL, with a hint for the usual mistakes.
-fn check_endpoint(endpoint: String) -> Result<String, String> {
+/// An `http://HOST:PORT` or `https://HOST:PORT` URL, with a hint for the
+/// usual mistakes.
+pub fn check_endpoint(endpoint: String) -> Result<String, String> {
     let trimmed = endpoint.trim();
     if trimmed.is_empty() {
         return Err("must not be empty (for example http://127.0.0.1:15869)".to_owned());
     }
-    if trimmed.starts_with("https://") {
-        return Err(format!(
-            "{trimmed:?}: this build speaks plain HTTP/2 only; reach a TLS endpoint through a \
-             local proxy and use its http:// address"
-        ));
-    }
-    if !trimmed.starts_with("http://") {
+    if !trimmed.starts_with("http://") && !trimmed.starts_with("https://") {
         return Err(format!(
             "{trimmed:?} is not a URL; write it as http://HOST:PORT (for example \
              http://{trimmed})"
@@ -225,6 +229,7 @@ mod tests {
     fn defaults_without_a_file() {
         let settings = Settings::load(Overrides::default(), None).unwrap();
         assert_eq!(settings.endpoint, DEFAULT_ENDPOINT);
+        assert!(settings.endpoint_is_default);
         assert_eq!(settings.token, None);
         assert_eq!(settings.format, Format::Table);
         assert_eq!(settings.timeout, DEFAULT_TIMEOUT);
@@ -255,6 +260,7 @@ mod tests {
         );
         let from_file = Settings::load(Overrides::default(), Some(&path)).unwrap();
         assert_eq!(from_file.endpoint, "http://10.0.0.1:1");
+        assert!(!from_file.endpoint_is_default);
         assert_eq!(from_file.token, Some(Token::new("from-file")));
         assert_eq!(from_file.format, Format::Yaml);
         assert_eq!(from_file.timeout, Duration::from_secs(5));
@@ -299,10 +305,11 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_must_be_plain_http_urls() {
+    fn endpoints_must_be_http_or_https_urls() {
         assert!(check_endpoint("http://127.0.0.1:15869".into()).is_ok());
         assert!(check_endpoint("http://api.example:80".into()).is_ok());
-        assert!(check_endpoint("https://api.example".into()).is_err());
+        assert!(check_endpoint("https://api.example:15869".into()).is_ok());
+        assert!(check_endpoint("grpc://api.example".into()).is_err());
         assert!(check_endpoint("".into()).is_err());
         assert!(check_endpoint("http://".into()).is_err());
     }
@@ -311,9 +318,11 @@ mod tests {
     fn the_token_never_shows_in_debug_output() {
         let settings = Settings {
             endpoint: DEFAULT_ENDPOINT.into(),
+            endpoint_is_default: true,
             token: Some(Token::new("s3cret")),
             format: Format::Table,
             timeout: DEFAULT_TIMEOUT,
+            ca_file: None,
         };
         assert!(!format!("{settings:?}").contains("s3cret"));
     }

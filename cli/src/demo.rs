@@ -274,11 +274,15 @@ fn keep_running_text(
             "  web console             http://{rest}/console/notifications/{notification}  (sign in with the token below)\n"
         )
     });
+    // The binary running now, which need not be on PATH.
+    let cli = std::env::current_exe()
+        .map(|exe| exe.display().to_string())
+        .unwrap_or_else(|_| "instanceha".to_owned());
     format!(
         "\nthe services keep running (Ctrl-C to stop):\n  \
          instanceha-api (gRPC)   {}\n{console}  instanceha-engine       {}\n  openstack-sim           {}  (control API under /sim/, see openstack-sim/README.md)\n\n\
-         try:\n  export INSTANCEHA_ENDPOINT=http://{} INSTANCEHA_TOKEN={token}\n  \
-         instanceha notification list\n  instanceha vmove list {notification}\n  \
+         try:\n  export INSTANCEHA_CLI_ENDPOINT=http://{} INSTANCEHA_CLI_TOKEN={token}\n  \
+         {cli} notification list\n  {cli} vmove list {notification}\n  \
          curl -s {}/sim/state | head -c 600\n",
         api.addr,
         engine.addr,

@@ -3,7 +3,7 @@
 
 use tonic::Code;
 
-use crate::{client, config, output};
+use crate::{client, config, login, output};
 
 /// The process exit codes. Scripts may rely on them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,13 +31,13 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0   success (watch: the notification ended finished or ignored)
   1   any other error
-  2   usage error: bad flags or arguments, or a bad configuration file
+  2   usage error: bad flags or arguments, a bad configuration file or clouds.yaml
   3   not found
   4   invalid argument (the message names the field)
   5   already exists
   6   failed precondition (refused in the current state)
-  7   instanceha-api unavailable, or no answer within --timeout
-  8   unauthenticated or permission denied
+  7   instanceha-api or Keystone unavailable, or no answer within --timeout
+  8   unauthenticated (Keystone refused the login) or permission denied
   10  watch: the notification ended failed";
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +46,8 @@ pub enum Error {
     Config(#[from] config::Error),
     #[error(transparent)]
     Api(#[from] client::Error),
+    #[error(transparent)]
+    Login(#[from] login::Error),
     #[error(
         "not found: no {kind} is named {name:?} — check the name (`instanceha {kind} list`) or \
          pass the ID"
@@ -76,6 +78,7 @@ impl Error {
         match self {
             Self::Config(_) | Self::Usage(_) => Exit::Usage,
             Self::Api(err) => exit_for_code(err.code()),
+            Self::Login(err) => err.exit(),
             Self::NoSuchName { .. } => Exit::NotFound,
             Self::AmbiguousName { .. } => Exit::InvalidArgument,
             Self::Output(output::Error::UnknownColumn { .. }) => Exit::Usage,

@@ -11,6 +11,7 @@ mod demo;
 #[cfg(feature = "demo")]
 mod demo_agents;
 mod error;
+mod login;
 mod manual;
 mod output;
 mod resources;
@@ -70,13 +71,18 @@ struct ColumnArgs {
 #[derive(Args, Debug)]
 struct GlobalArgs {
     /// The instanceha-api address [default: http://127.0.0.1:15869]
-    #[arg(long, global = true, env = "INSTANCEHA_ENDPOINT", value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        env = "INSTANCEHA_CLI_ENDPOINT",
+        value_name = "URL"
+    )]
     endpoint: Option<String>,
     /// Sent as `authorization: Bearer TOKEN` on every call
     #[arg(
         long,
         global = true,
-        env = "INSTANCEHA_TOKEN",
+        env = "INSTANCEHA_CLI_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN"
     )]
@@ -86,7 +92,7 @@ struct GlobalArgs {
         long,
         short = 'f',
         global = true,
-        env = "INSTANCEHA_FORMAT",
+        env = "INSTANCEHA_CLI_FORMAT",
         value_enum
     )]
     format: Option<Format>,
@@ -94,7 +100,7 @@ struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "INSTANCEHA_TIMEOUT",
+        env = "INSTANCEHA_CLI_TIMEOUT",
         value_name = "DURATION",
         value_parser = config::parse_timeout
     )]
@@ -102,8 +108,15 @@ struct GlobalArgs {
     /// Configuration file (TOML: endpoint, token, format, timeout)
     /// [default: $XDG_CONFIG_HOME/instanceha/cli.toml or
     /// ~/.config/instanceha/cli.toml, if it exists]
-    #[arg(long, global = true, env = "INSTANCEHA_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "INSTANCEHA_CLI_CONFIG",
+        value_name = "FILE"
+    )]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    login: login::LoginArgs,
 }
 
 impl GlobalArgs {
@@ -166,10 +179,16 @@ async fn run(cli: Cli) -> Result<Exit, Error> {
         }
         _ => {}
     }
-    let settings = Settings::load(
+    let login = cli.global.login.clone();
+    let mut settings = Settings::load(
         cli.global.overrides(),
         config::default_path_from_env().as_deref(),
     )?;
+    // The demo runs its own cloud and API: no login to the operator's.
+    if !matches!(cli.command, Command::Demo(_)) {
+        let env = std::env::vars().collect();
+        login::log_in(&login, &env, &mut settings).await?;
+    }
     let mut ctx = Context::stdout(settings);
     ctx.columns = cli.columns.column;
     match cli.command {
@@ -243,7 +262,7 @@ mod tests {
     fn help_documents_the_exit_codes_and_the_environment() {
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("Exit codes:"), "{help}");
-        assert!(help.contains("INSTANCEHA_TOKEN"), "{help}");
+        assert!(help.contains("INSTANCEHA_CLI_TOKEN"), "{help}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Configuration of `instanceha-engine`: defaults, a TOML file,
 //! `INSTANCEHA_ENGINE_*` variables (nested keys joined by `__`) and flags.
-//! OpenStack credentials come from `[openstack]`, from a `clouds.yaml`
-//! cloud (`[openstack] cloud = "name"` or `OS_CLOUD`), or from `OS_*`.
+//! OpenStack credentials and TLS come from `[openstack]`, from a
+//! `clouds.yaml` cloud (`[openstack] cloud = "name"` or `OS_CLOUD`, with its
+//! `secure.yaml` part), or from `OS_*`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -26,11 +27,11 @@ pub use workflows::{
 
 use crate::recovery::WorkflowSettings;
 use openstack_client::ClientSettings;
-use openstack_client::credentials::{
-    self, AuthSettings, Credentials, clouds_yaml_paths, load_cloud,
-};
+use openstack_client::clouds::load_cloud_from_env;
+use openstack_client::credentials::{self, AuthSettings, Credentials};
 use openstack_client::microversion::Microversion;
 use openstack_client::retry::RetryPolicy;
+use openstack_client::tls::TlsSettings;
 
 /// Everything `instanceha-engine` can be told.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -93,6 +94,10 @@ pub struct OpenStackSettings {
     /// `X-Service-Token` when Cinder requires a service caller. Unneeded if
     /// the engine's own user has the `service` role.
     pub service_auth: Option<AuthSettings>,
+    /// TLS towards the cloud; any field set here wins over the cloud's
+    /// `cacert`, `verify`, `cert`, `key` and `OS_CACERT`, `OS_CERT`,
+    /// `OS_KEY`, `OS_INSECURE`.
+    pub tls: TlsSettings,
     pub region_name: Option<String>,
     /// Catalog interfaces in order of preference (`OS_INTERFACE` or the
     /// cloud's `interface` go first when set).
@@ -127,6 +132,7 @@ impl Default for OpenStackSettings {
             cloud: None,
             auth: AuthSettings::default(),
             service_auth: None,
+            tls: TlsSettings::default(),
             region_name: None,
             interfaces: client.interfaces,
             connect_timeout: client.connect_timeout,
@@ -257,7 +263,7 @@ impl Settings {
         let os = &self.openstack;
         let cloud_name = os.cloud.clone().or_else(|| env.get("OS_CLOUD").cloned());
         let cloud = match &cloud_name {
-            Some(name) => Some(load_cloud(name, &clouds_yaml_paths(env))?),
+            Some(name) => Some(load_cloud_from_env(name, env)?),
             None => None,
         };
         let mut auth = os.auth.clone();
@@ -296,6 +302,11 @@ impl Settings {
             .clone()
             .or_else(|| cloud.as_ref().and_then(|c| c.region_name.clone()))
             .or_else(|| env.get("OS_REGION_NAME").cloned());
+        let mut tls = os.tls.clone();
+        if let Some(cloud) = &cloud {
+            tls = tls.or(cloud.tls.clone());
+        }
+        let tls = tls.or(TlsSettings::from_env(env));
         let parse = |v: &Option<String>| v.as_ref().and_then(|v| v.parse().ok());
         Ok((
             credentials,
@@ -310,6 +321,7 @@ impl Settings {
                     budget: self.recovery.outage_tolerance,
                     ..os.retry.clone()
                 },
+                tls,
                 nova_microversion: parse(&os.nova_microversion),
                 cinder_microversion: parse(&os.cinder_microversion),
             },
@@ -478,5 +490,63 @@ mod tests {
         assert_eq!(client.region.as_deref(), Some("RegionTwo"));
         let missing = Settings::default().openstack_client(&BTreeMap::new());
         assert!(missing.unwrap_err().to_string().contains("auth_url"));
+    }
+
+    #[test]
+    fn the_clouds_tls_and_secure_yaml_reach_the_client() {
+        let dir = tempfile::tempdir().unwrap();
+        let clouds = dir.path().join("clouds.yaml");
+        std::fs::write(
+            &clouds,
+            "clouds:\n  site:\n    auth_type: v3applicationcredential\n    auth:\n      \
+             auth_url: https://keystone.example:5000/v3\n      \
+             application_credential_id: ac1\n    cacert: /etc/site-ca.pem\n    \
+             cert: /etc/engine.pem\n    key: /etc/engine.key\n",
+        )
+        .unwrap();
+        let secure = dir.path().join("secure.yaml");
+        std::fs::write(
+            &secure,
+            "clouds:\n  site:\n    auth:\n      application_credential_secret: s\n",
+        )
+        .unwrap();
+        let env = BTreeMap::from([
+            ("OS_CLOUD".to_owned(), "site".to_owned()),
+            (
+                "OS_CLIENT_CONFIG_FILE".to_owned(),
+                clouds.display().to_string(),
+            ),
+            (
+                "OS_CLIENT_SECURE_FILE".to_owned(),
+                secure.display().to_string(),
+            ),
+            ("OS_CACERT".to_owned(), "/etc/other-ca.pem".to_owned()),
+        ]);
+        let (credentials, _, client) = Settings::default().openstack_client(&env).unwrap();
+        assert!(matches!(
+            credentials,
+            Credentials::ApplicationCredential { .. }
+        ));
+        assert_eq!(client.tls.cacert, Some(PathBuf::from("/etc/site-ca.pem")));
+        assert_eq!(client.tls.key, Some(PathBuf::from("/etc/engine.key")));
+        assert!(!client.tls.insecure());
+
+        // Without the cloud, OS_CACERT; [openstack.tls] wins over both.
+        let mut env = env;
+        env.remove("OS_CLOUD");
+        env.insert("OS_AUTH_URL".into(), "https://k/v3".into());
+        env.insert("OS_AUTH_TYPE".into(), "token".into());
+        env.insert("OS_TOKEN".into(), "t".into());
+        let (credentials, _, client) = Settings::default().openstack_client(&env).unwrap();
+        assert!(matches!(credentials, Credentials::Token { .. }));
+        assert_eq!(client.tls.cacert, Some(PathBuf::from("/etc/other-ca.pem")));
+        let mut settings = Settings::default();
+        settings.openstack.tls.verify = Some(false);
+        let (_, _, client) = settings.openstack_client(&env).unwrap();
+        assert!(client.tls.insecure());
+
+        env.insert("OS_AUTH_TYPE".into(), "v3totp".into());
+        let err = Settings::default().openstack_client(&env).unwrap_err();
+        assert!(err.to_string().contains("auth_type \"v3totp\""), "{err}");
     }
 }

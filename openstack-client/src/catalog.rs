@@ -72,7 +72,7 @@ pub fn normalise_interface(interface: &str) -> String {
     region.as_ref().map(|r| format!(" in region {r}")).unwrap_or_default()
 )]
 pub struct NoEndpoint {
-    pub service: &'static str,
+    pub service: String,
     pub interfaces: Vec<String>,
     pub region: Option<String>,
 }
@@ -84,6 +84,23 @@ pub fn select_endpoint(
     interfaces: &[String],
     region: Option<&str>,
 ) -> Result<String, NoEndpoint> {
+    select_typed_endpoint(catalog, kind.catalog_types(), interfaces, region).map_err(|e| {
+        NoEndpoint {
+            service: kind.name().to_owned(),
+            ..e
+        }
+    })
+}
+
+/// The URL of the first of `service_types` in `catalog` (any service, such
+/// as the CLI's `instance-ha-grpc`), preferring the interfaces in order;
+/// the error names the first type.
+pub fn select_typed_endpoint(
+    catalog: &[CatalogEntry],
+    service_types: &[&str],
+    interfaces: &[String],
+    region: Option<&str>,
+) -> Result<String, NoEndpoint> {
     let interfaces: Vec<String> = if interfaces.is_empty() {
         vec!["public".to_owned()]
     } else {
@@ -91,7 +108,7 @@ pub fn select_endpoint(
     };
     for interface in &interfaces {
         // Exact type first, then the aliases in priority order.
-        for service_type in kind.catalog_types() {
+        for service_type in service_types {
             for entry in catalog.iter().filter(|e| e.service_type == *service_type) {
                 let found = entry.endpoints.iter().find(|e| {
                     !e.url.is_empty()
@@ -107,7 +124,11 @@ pub fn select_endpoint(
         }
     }
     Err(NoEndpoint {
-        service: kind.name(),
+        service: service_types
+            .first()
+            .copied()
+            .unwrap_or_default()
+            .to_owned(),
         interfaces,
         region: region.map(str::to_owned),
     })

@@ -24,6 +24,7 @@ use super::retry::RetryPolicy;
 use super::stack::gate::OutageGate;
 use super::stack::reauth::{Identities, Tokens as _};
 use super::stack::{self, Outgoing, Stack};
+use super::tls::TlsSettings;
 
 /// How the client reaches and talks to the cloud.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +42,9 @@ pub struct ClientSettings {
     /// the service (and sent again only if it is not applied).
     pub service_update_timeout: Duration,
     pub retry: RetryPolicy,
+    /// Trusted CAs, verification, client certificate (`clouds.yaml`'s
+    /// `cacert`, `verify`, `cert`, `key`; `OS_CACERT`...).
+    pub tls: TlsSettings,
     /// Fixed microversions instead of negotiating.
     pub nova_microversion: Option<Microversion>,
     pub cinder_microversion: Option<Microversion>,
@@ -55,6 +59,7 @@ impl Default for ClientSettings {
             request_timeout: Duration::from_secs(30),
             service_update_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
+            tls: TlsSettings::default(),
             nova_microversion: None,
             cinder_microversion: None,
         }
@@ -99,10 +104,24 @@ impl OpenStack {
         // One crypto library (ring, as sqlx uses): install it before the
         // first client; a second install is refused and harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .pool_idle_timeout(Duration::from_secs(60))
-            .user_agent(concat!("instanceha-engine/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("instanceha-engine/", env!("CARGO_PKG_VERSION")));
+        if settings.tls.insecure() {
+            tracing::warn!(
+                "openstack tls certificate verification is OFF (verify: false): anyone between \
+                 the engine and the cloud can impersonate keystone and take its credentials; \
+                 give the cloud's CA as cacert instead"
+            );
+        }
+        let http = settings
+            .tls
+            .apply(builder)
+            .map_err(|e| Error::Auth {
+                status: None,
+                message: format!("openstack tls: {e}"),
+            })?
             .build()
             .map_err(|e| Error::Auth {
                 status: None,

@@ -1,9 +1,8 @@
-//! Where the engine's OpenStack credentials come from: its own
-//! configuration, a `clouds.yaml` cloud, or the `OS_*` variables, as
-//! OpenStack users expect.
+//! How to log in to Keystone, from the engine's own configuration, a
+//! `clouds.yaml` cloud (`clouds`), or the `OS_*` variables, as OpenStack
+//! users expect: `auth_type` password, token or application credential.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use instanceha_runtime::secret::Secret;
 use serde::{Deserialize, Serialize};
@@ -28,14 +27,21 @@ pub enum Credentials {
         user: Option<AppCredentialUser>,
         secret: Secret,
     },
+    /// A token exchanged for a new one, scoped to `project` when given
+    /// (keystoneauth's `token` plugin); it cannot outlive the first.
+    Token {
+        auth_url: String,
+        token: Secret,
+        project: Option<Project>,
+    },
 }
 
 impl Credentials {
     pub fn auth_url(&self) -> &str {
         match self {
-            Self::Password { auth_url, .. } | Self::ApplicationCredential { auth_url, .. } => {
-                auth_url
-            }
+            Self::Password { auth_url, .. }
+            | Self::ApplicationCredential { auth_url, .. }
+            | Self::Token { auth_url, .. } => auth_url,
         }
     }
 }
@@ -66,6 +72,9 @@ pub enum AppCredentialUser {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthSettings {
+    /// `password` (or `v3password`), `token` (`v3token`) or
+    /// `v3applicationcredential`; unset: from the fields given.
+    pub auth_type: Option<String>,
     pub auth_url: Option<String>,
     pub username: Option<String>,
     pub user_id: Option<String>,
@@ -79,6 +88,8 @@ pub struct AuthSettings {
     pub application_credential_id: Option<String>,
     pub application_credential_name: Option<String>,
     pub application_credential_secret: Option<Secret>,
+    /// The token of `auth_type = "token"`.
+    pub token: Option<Secret>,
 }
 
 /// Credentials that cannot be used, naming what is missing.
@@ -92,6 +103,20 @@ pub enum Error {
     NoCloudsFile(String),
     #[error("cannot read {path}: {reason}")]
     Unreadable { path: String, reason: String },
+    #[error(
+        "auth_type {0:?} is not supported (use password, v3password, token, v3token or v3applicationcredential)"
+    )]
+    UnsupportedAuthType(String),
+    #[error("{0}")]
+    Tls(#[from] crate::tls::TlsError),
+}
+
+/// The login methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    Password,
+    Token,
+    ApplicationCredential,
 }
 
 fn domain(id: &Option<String>, name: &Option<String>) -> Domain {
@@ -112,6 +137,7 @@ impl AuthSettings {
     /// Fills unset fields from `other`.
     pub fn or(self, other: AuthSettings) -> AuthSettings {
         AuthSettings {
+            auth_type: self.auth_type.or(other.auth_type),
             auth_url: self.auth_url.or(other.auth_url),
             username: self.username.or(other.username),
             user_id: self.user_id.or(other.user_id),
@@ -131,6 +157,40 @@ impl AuthSettings {
             application_credential_secret: self
                 .application_credential_secret
                 .or(other.application_credential_secret),
+            token: self.token.or(other.token),
+        }
+    }
+
+    /// The login method `auth_type` names, else the one the fields
+    /// describe (an application credential's secret, a password, a token).
+    fn method(&self) -> Result<Method, Error> {
+        let Some(name) = &self.auth_type else {
+            return Ok(if self.application_credential_secret.is_some() {
+                Method::ApplicationCredential
+            } else if self.password.is_none() && self.token.is_some() {
+                Method::Token
+            } else {
+                Method::Password
+            });
+        };
+        match name.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
+            "password" | "v3password" => Ok(Method::Password),
+            "token" | "v3token" => Ok(Method::Token),
+            "v3applicationcredential" | "applicationcredential" => {
+                Ok(Method::ApplicationCredential)
+            }
+            _ => Err(Error::UnsupportedAuthType(name.clone())),
+        }
+    }
+
+    fn project(&self) -> Option<Project> {
+        match (&self.project_id, &self.project_name) {
+            (Some(id), _) => Some(Project::Id(id.clone())),
+            (None, Some(name)) => Some(Project::Name {
+                name: name.clone(),
+                domain: domain(&self.project_domain_id, &self.project_domain_name),
+            }),
+            (None, None) => None,
         }
     }
 
@@ -142,51 +202,61 @@ impl AuthSettings {
             .ok_or(Error::Missing("auth_url"))?
             .trim_end_matches('/')
             .to_owned();
-        if let Some(secret) = &self.application_credential_secret {
-            let user = match (&self.user_id, &self.username) {
-                (Some(id), _) => Some(AppCredentialUser::Id(id.clone())),
-                (None, Some(name)) => Some(AppCredentialUser::Name {
-                    name: name.clone(),
-                    domain: domain(&self.user_domain_id, &self.user_domain_name),
-                }),
-                (None, None) => None,
-            };
-            if self.application_credential_id.is_none() {
-                if self.application_credential_name.is_none() {
-                    return Err(Error::Missing(
-                        "application_credential_id (or application_credential_name)",
-                    ));
-                }
-                if user.is_none() {
-                    return Err(Error::Missing(
-                        "username or user_id (an application credential given by name needs its user)",
-                    ));
-                }
-            }
-            return Ok(Credentials::ApplicationCredential {
+        match self.method()? {
+            Method::ApplicationCredential => self.application_credential(auth_url),
+            Method::Token => Ok(Credentials::Token {
                 auth_url,
-                id: self.application_credential_id.clone(),
-                name: self.application_credential_name.clone(),
-                user,
-                secret: secret.clone(),
-            });
+                token: self.token.clone().ok_or(Error::Missing("token"))?,
+                project: self.project(),
+            }),
+            Method::Password => {
+                let username = self.username.clone().ok_or(Error::Missing("username"))?;
+                let password = self.password.clone().ok_or(Error::Missing("password"))?;
+                let project = self
+                    .project()
+                    .ok_or(Error::Missing("project_name or project_id"))?;
+                Ok(Credentials::Password {
+                    auth_url,
+                    username,
+                    user_domain: domain(&self.user_domain_id, &self.user_domain_name),
+                    password,
+                    project,
+                })
+            }
         }
-        let username = self.username.clone().ok_or(Error::Missing("username"))?;
-        let password = self.password.clone().ok_or(Error::Missing("password"))?;
-        let project = match (&self.project_id, &self.project_name) {
-            (Some(id), _) => Project::Id(id.clone()),
-            (None, Some(name)) => Project::Name {
+    }
+
+    fn application_credential(&self, auth_url: String) -> Result<Credentials, Error> {
+        let secret = self
+            .application_credential_secret
+            .clone()
+            .ok_or(Error::Missing("application_credential_secret"))?;
+        let user = match (&self.user_id, &self.username) {
+            (Some(id), _) => Some(AppCredentialUser::Id(id.clone())),
+            (None, Some(name)) => Some(AppCredentialUser::Name {
                 name: name.clone(),
-                domain: domain(&self.project_domain_id, &self.project_domain_name),
-            },
-            (None, None) => return Err(Error::Missing("project_name or project_id")),
+                domain: domain(&self.user_domain_id, &self.user_domain_name),
+            }),
+            (None, None) => None,
         };
-        Ok(Credentials::Password {
+        if self.application_credential_id.is_none() {
+            if self.application_credential_name.is_none() {
+                return Err(Error::Missing(
+                    "application_credential_id (or application_credential_name)",
+                ));
+            }
+            if user.is_none() {
+                return Err(Error::Missing(
+                    "username or user_id (an application credential given by name needs its user)",
+                ));
+            }
+        }
+        Ok(Credentials::ApplicationCredential {
             auth_url,
-            username,
-            user_domain: domain(&self.user_domain_id, &self.user_domain_name),
-            password,
-            project,
+            id: self.application_credential_id.clone(),
+            name: self.application_credential_name.clone(),
+            user,
+            secret,
         })
     }
 
@@ -194,6 +264,7 @@ impl AuthSettings {
     pub fn from_env(env: &BTreeMap<String, String>) -> AuthSettings {
         let get = |key: &str| env.get(key).filter(|v| !v.is_empty()).cloned();
         AuthSettings {
+            auth_type: get("OS_AUTH_TYPE"),
             auth_url: get("OS_AUTH_URL"),
             username: get("OS_USERNAME"),
             user_id: get("OS_USER_ID"),
@@ -207,106 +278,9 @@ impl AuthSettings {
             application_credential_id: get("OS_APPLICATION_CREDENTIAL_ID"),
             application_credential_name: get("OS_APPLICATION_CREDENTIAL_NAME"),
             application_credential_secret: get("OS_APPLICATION_CREDENTIAL_SECRET").map(Secret::new),
+            token: get("OS_TOKEN").map(Secret::new),
         }
     }
-}
-
-/// One cloud of a `clouds.yaml`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct CloudEntry {
-    #[serde(default)]
-    pub auth: AuthSettings,
-    #[serde(default)]
-    pub region_name: Option<String>,
-    #[serde(default)]
-    pub interface: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct CloudsFile {
-    clouds: BTreeMap<String, LenientCloud>,
-}
-
-/// clouds.yaml entries carry many keys the engine does not use
-/// (`auth_type`, `identity_api_version`, `verify`...): keep what matters.
-#[derive(Debug, Deserialize)]
-struct LenientCloud {
-    #[serde(default)]
-    auth: BTreeMap<String, serde_yaml_ng::Value>,
-    #[serde(default)]
-    region_name: Option<String>,
-    #[serde(default)]
-    interface: Option<String>,
-}
-
-/// The places `clouds.yaml` is looked for, in order (openstacksdk's).
-pub fn clouds_yaml_paths(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
-    let mut paths = Vec::new();
-    if let Some(file) = env.get("OS_CLIENT_CONFIG_FILE") {
-        paths.push(PathBuf::from(file));
-    }
-    paths.push(PathBuf::from("clouds.yaml"));
-    if let Some(home) = env.get("HOME") {
-        paths.push(Path::new(home).join(".config/openstack/clouds.yaml"));
-    }
-    paths.push(PathBuf::from("/etc/openstack/clouds.yaml"));
-    paths
-}
-
-/// Reads cloud `name` from the first `clouds.yaml` that exists.
-pub fn load_cloud(name: &str, paths: &[PathBuf]) -> Result<CloudEntry, Error> {
-    let Some(path) = paths.iter().find(|p| p.is_file()) else {
-        return Err(Error::NoCloudsFile(
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        ));
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Unreadable {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    parse_cloud(name, &text, &path.display().to_string())
-}
-
-/// Cloud `name` from the text of a `clouds.yaml`.
-pub fn parse_cloud(name: &str, text: &str, path: &str) -> Result<CloudEntry, Error> {
-    let file: CloudsFile = serde_yaml_ng::from_str(text).map_err(|e| Error::Unreadable {
-        path: path.to_owned(),
-        reason: e.to_string(),
-    })?;
-    let cloud = file.clouds.get(name).ok_or_else(|| Error::UnknownCloud {
-        cloud: name.to_owned(),
-        path: path.to_owned(),
-    })?;
-    let text = |key: &str| {
-        cloud.auth.get(key).and_then(|v| match v {
-            serde_yaml_ng::Value::String(s) => Some(s.clone()),
-            serde_yaml_ng::Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        })
-    };
-    Ok(CloudEntry {
-        auth: AuthSettings {
-            auth_url: text("auth_url"),
-            username: text("username"),
-            user_id: text("user_id"),
-            password: text("password").map(Secret::new),
-            user_domain_name: text("user_domain_name"),
-            user_domain_id: text("user_domain_id"),
-            project_name: text("project_name").or_else(|| text("tenant_name")),
-            project_id: text("project_id").or_else(|| text("tenant_id")),
-            project_domain_name: text("project_domain_name"),
-            project_domain_id: text("project_domain_id"),
-            application_credential_id: text("application_credential_id"),
-            application_credential_name: text("application_credential_name"),
-            application_credential_secret: text("application_credential_secret").map(Secret::new),
-        },
-        region_name: cloud.region_name.clone(),
-        interface: cloud.interface.clone(),
-    })
 }
 
 #[cfg(test)]
@@ -381,7 +355,59 @@ mod tests {
     }
 
     #[test]
-    fn os_variables_and_clouds_yaml() {
+    fn auth_type_picks_the_method_and_unknown_ones_are_named() {
+        let settings = AuthSettings {
+            auth_url: Some("http://k/v3".into()),
+            username: Some("ha".into()),
+            password: Some(Secret::new("x")),
+            project_id: Some("p1".into()),
+            token: Some(Secret::new("t")),
+            ..AuthSettings::default()
+        };
+        assert!(matches!(
+            settings.credentials(),
+            Ok(Credentials::Password { .. })
+        ));
+        for (auth_type, password) in [("token", false), ("v3token", false), ("v3password", true)] {
+            let chosen = AuthSettings {
+                auth_type: Some(auth_type.into()),
+                ..settings.clone()
+            }
+            .credentials()
+            .unwrap();
+            assert_eq!(
+                matches!(chosen, Credentials::Password { .. }),
+                password,
+                "{auth_type}"
+            );
+        }
+        let err = AuthSettings {
+            auth_type: Some("v3oidcpassword".into()),
+            ..settings.clone()
+        }
+        .credentials()
+        .unwrap_err();
+        assert!(err.to_string().contains("\"v3oidcpassword\""), "{err}");
+        let err = AuthSettings {
+            auth_type: Some("v3applicationcredential".into()),
+            ..settings
+        }
+        .credentials()
+        .unwrap_err();
+        assert_eq!(err, Error::Missing("application_credential_secret"));
+        let token_only = AuthSettings {
+            auth_url: Some("http://k/v3".into()),
+            token: Some(Secret::new("t")),
+            ..AuthSettings::default()
+        };
+        assert!(matches!(
+            token_only.credentials(),
+            Ok(Credentials::Token { project: None, .. })
+        ));
+    }
+
+    #[test]
+    fn os_variables() {
         let env = BTreeMap::from([
             ("OS_AUTH_URL".to_owned(), "http://k/v3".to_owned()),
             ("OS_USERNAME".to_owned(), "admin".to_owned()),
@@ -391,29 +417,5 @@ mod tests {
         ]);
         let from_env = AuthSettings::from_env(&env);
         assert!(from_env.credentials().is_ok());
-
-        let yaml = r#"
-clouds:
-  sim:
-    auth_type: password
-    auth:
-      auth_url: http://127.0.0.1:5000/identity/v3
-      username: admin
-      password: secret
-      project_name: admin
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: RegionOne
-    interface: internal
-    identity_api_version: 3
-"#;
-        let cloud = parse_cloud("sim", yaml, "clouds.yaml").unwrap();
-        assert_eq!(cloud.region_name.as_deref(), Some("RegionOne"));
-        assert_eq!(cloud.interface.as_deref(), Some("internal"));
-        assert!(cloud.auth.credentials().is_ok());
-        assert!(matches!(
-            parse_cloud("other", yaml, "clouds.yaml"),
-            Err(Error::UnknownCloud { .. })
-        ));
     }
 }

@@ -15,6 +15,7 @@ use instanceha_runtime::secret::Secret;
 use super::credentials::{AppCredentialUser, Credentials, Domain, Project};
 use super::error::{Call, Error};
 use super::retry::{RetryPolicy, parse_retry_after};
+use super::tls::TlsSettings;
 
 /// A Keystone token and what came with it.
 #[derive(Clone, Debug)]
@@ -106,12 +107,7 @@ fn auth_body(credentials: &Credentials) -> Value {
             project,
             ..
         } => {
-            let project = match project {
-                Project::Id(id) => json!({"id": id}),
-                Project::Name { name, domain } => {
-                    json!({"name": name, "domain": domain_json(domain)})
-                }
-            };
+            let project = project_json(project);
             json!({"auth": {
                 "identity": {"methods": ["password"], "password": {"user": {
                     "name": username, "domain": domain_json(user_domain), "password": password.expose()
@@ -149,6 +145,22 @@ fn auth_body(credentials: &Credentials) -> Value {
                 "application_credential": credential
             }}})
         }
+        Credentials::Token { token, project, .. } => {
+            let identity = json!({"methods": ["token"], "token": {"id": token.expose()}});
+            match project {
+                None => json!({"auth": {"identity": identity}}),
+                Some(project) => {
+                    json!({"auth": {"identity": identity, "scope": {"project": project_json(project)}}})
+                }
+            }
+        }
+    }
+}
+
+fn project_json(project: &Project) -> Value {
+    match project {
+        Project::Id(id) => json!({"id": id}),
+        Project::Name { name, domain } => json!({"name": name, "domain": domain_json(domain)}),
     }
 }
 
@@ -184,10 +196,16 @@ impl Keystone {
         credentials: Credentials,
         retry: RetryPolicy,
         timeout: Duration,
+        tls: &TlsSettings,
     ) -> Result<Self, Error> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
+        let builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
+        let http = tls
+            .apply(builder)
+            .map_err(|e| Error::Auth {
+                status: None,
+                message: format!("keystone tls: {e}"),
+            })?
             .build()
             .map_err(|e| Error::Auth {
                 status: None,
@@ -332,6 +350,18 @@ impl Keystone {
                     }
                     format!("{status} {message}")
                 }
+                Err(e) if super::tls::is_certificate_error(&e) => {
+                    // No retry will change the certificate.
+                    return Err(Error::Auth {
+                        status: None,
+                        message: format!(
+                            "login as {} failed: {url}: {} — {}",
+                            self.who(),
+                            super::request::describe(&e),
+                            super::tls::CERTIFICATE_HINT
+                        ),
+                    });
+                }
                 Err(e) => {
                     retry_after = None;
                     if retries.spent() {
@@ -385,6 +415,7 @@ impl Keystone {
                 "application credential {:?}",
                 id.as_deref().or(name.as_deref()).unwrap_or_default()
             ),
+            Credentials::Token { .. } => "a token".to_owned(),
         }
     }
 }
@@ -427,6 +458,23 @@ mod tests {
             body["auth"]["identity"]["application_credential"]["id"],
             "423f"
         );
+    }
+
+    #[test]
+    fn token_body_is_scoped_only_when_a_project_is_given() {
+        let body = |project| {
+            auth_body(&Credentials::Token {
+                auth_url: "http://k/v3".into(),
+                token: Secret::new("gAAA"),
+                project,
+            })
+        };
+        let unscoped = body(None);
+        assert_eq!(unscoped["auth"]["identity"]["methods"][0], "token");
+        assert_eq!(unscoped["auth"]["identity"]["token"]["id"], "gAAA");
+        assert!(unscoped["auth"].get("scope").is_none());
+        let scoped = body(Some(Project::Id("p1".into())));
+        assert_eq!(scoped["auth"]["scope"]["project"]["id"], "p1");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The OpenStack client of instance-ha: Keystone v3 login and token cache,
+//! The OpenStack client of instance-ha: `clouds.yaml` and the `OS_*`
+//! variables (credentials and TLS), Keystone v3 login and token cache,
 //! endpoint selection from the catalog, microversion negotiation, the
 //! request stack (tower layers: retries of transient failures, the outage
 //! gate, re-authentication, timeouts), and typed Nova and Cinder calls.
@@ -6,6 +7,7 @@
 pub mod catalog;
 pub mod cinder;
 mod client;
+pub mod clouds;
 pub mod credentials;
 mod error;
 pub mod keystone;
@@ -15,6 +17,7 @@ pub mod nova;
 mod request;
 pub mod retry;
 mod stack;
+pub mod tls;
 
 pub use catalog::ServiceKind;
 pub use client::{ClientSettings, OpenStack, ServiceEndpoint};

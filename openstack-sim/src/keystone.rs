@@ -1,5 +1,5 @@
-//! Keystone v3 over HTTP: version discovery, token issue (password and application credential),
-//! validation with `X-Subject-Token`, and revocation.
+//! Keystone v3 over HTTP: version discovery, token issue (password, application credential and
+//! token), validation with `X-Subject-Token`, and revocation.
 
 use std::sync::Arc;
 
@@ -91,14 +91,16 @@ fn user_ref(v: &Value) -> UserRef {
 
 /// The catalog entries: compute, block-storage and volumev3 (plus identity), each with a public
 /// and an internal endpoint; without Cinder's two when `block_storage` is off; with
-/// `instance-ha` at `instance_ha_url` when the scenario registers one.
+/// `instance-ha` at `instance_ha_url` and `instance-ha-grpc` at `instance_ha_grpc_url` when the
+/// scenario registers them.
 pub(crate) fn catalog(
     base_url: &str,
     region: &str,
     project_id: &str,
     block_storage: bool,
-    instance_ha_url: Option<&str>,
+    instance_ha: (Option<&str>, Option<&str>),
 ) -> Value {
+    let (instance_ha_url, instance_ha_grpc_url) = instance_ha;
     let registered = |kind: &str, name: &str, id: &str, url: &dyn Fn(Interface) -> String| {
         let endpoints: Vec<Value> = [Interface::Public, Interface::Internal]
             .iter()
@@ -138,6 +140,14 @@ pub(crate) fn catalog(
             "instance-ha",
             "masakari",
             "9d0e1f2a3b4c45d6e7f8a9b0c1d2e3f4",
+            &|_| url.to_owned(),
+        ));
+    }
+    if let Some(url) = instance_ha_grpc_url {
+        entries.push(registered(
+            "instance-ha-grpc",
+            "instanceha",
+            "4a5b6c7d8e9f40a1b2c3d4e5f6a7b8c9",
             &|_| url.to_owned(),
         ));
     }
@@ -195,7 +205,10 @@ fn token_body(shared: &Shared, token: &Token, with_catalog: bool) -> Value {
             &world.settings.region,
             &token.project_id,
             world.settings.block_storage,
-            world.settings.instance_ha_url.as_deref(),
+            (
+                world.settings.instance_ha_url.as_deref(),
+                world.settings.instance_ha_grpc_url.as_deref(),
+            ),
         );
     }
     json!({"token": body})
@@ -203,6 +216,22 @@ fn token_body(shared: &Shared, token: &Token, with_catalog: bool) -> Value {
 
 fn wants_catalog(query: Option<&str>) -> bool {
     !query_pairs(query).iter().any(|(k, _)| k == "nocatalog")
+}
+
+/// The project a password login is scoped to: `Err` for a system or a
+/// domain scope, which are not modelled (Nova needs a project scope).
+fn project_scope(scope: Option<&Value>) -> Result<Option<ProjectRef>, ()> {
+    let Some(scope) = scope else {
+        return Ok(None);
+    };
+    let project = scope.get("project").ok_or(())?;
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    Ok(Some(ProjectRef {
+        id: text(project.get("id")),
+        name: text(project.get("name")),
+        domain_id: text(project.pointer("/domain/id")),
+        domain_name: text(project.pointer("/domain/name")),
+    }))
 }
 
 async fn issue_token(
@@ -244,24 +273,8 @@ async fn issue_token(
                 );
             };
             let password = user.get("password").and_then(Value::as_str).unwrap_or("");
-            let project_scope = match scope {
-                None => None,
-                Some(s) => match s.get("project") {
-                    Some(p) => Some(ProjectRef {
-                        id: p.get("id").and_then(Value::as_str).map(str::to_string),
-                        name: p.get("name").and_then(Value::as_str).map(str::to_string),
-                        domain_id: p
-                            .pointer("/domain/id")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                        domain_name: p
-                            .pointer("/domain/name")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                    }),
-                    // system and domain scopes are not modelled: Nova needs a project scope
-                    None => return unauthorized(&shared),
-                },
+            let Ok(project_scope) = project_scope(scope) else {
+                return unauthorized(&shared);
             };
             world
                 .identity
@@ -282,6 +295,16 @@ async fn issue_token(
                 secret,
                 scope.is_some(),
             )
+        } else if methods.contains(&"token") {
+            match identity.pointer("/token/id").and_then(Value::as_str) {
+                Some(presented) => world.identity.token_login(presented),
+                None => {
+                    return bad_request(
+                        &shared,
+                        "Invalid input for field 'token': 'id' is a required property",
+                    );
+                }
+            }
         } else {
             Err(identity::Error::Unauthenticated)
         }

@@ -87,6 +87,25 @@ pub(crate) fn load(shared: &Shared, scenario: Scenario) -> Result<(), Error> {
 impl Sim {
     /// Builds the world from `scenario` and serves every API on `listen` (use port 0 in tests).
     pub async fn start(scenario: Scenario, listen: SocketAddr) -> Result<Sim, Error> {
+        Self::serve(scenario, listen, None).await
+    }
+
+    /// As [`Sim::start`], but every API over TLS with `tls` (the catalog's URLs are
+    /// `https://`): for tests of a client's trust settings, with a certificate of the test's
+    /// own CA.
+    pub async fn start_tls(
+        scenario: Scenario,
+        listen: SocketAddr,
+        tls: Arc<rustls::ServerConfig>,
+    ) -> Result<Sim, Error> {
+        Self::serve(scenario, listen, Some(tls)).await
+    }
+
+    async fn serve(
+        scenario: Scenario,
+        listen: SocketAddr,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Result<Sim, Error> {
         let world = World::new(&scenario)?;
         let listener = TcpListener::bind(listen)
             .await
@@ -105,7 +124,7 @@ impl Sim {
             )),
             world: Mutex::new(world),
             scenario: Mutex::new(scenario),
-            base_url: format!("http://{addr}"),
+            base_url: format!("{}://{addr}", if tls.is_some() { "https" } else { "http" }),
         });
         let router = keystone::routes(shared.clone())
             .merge(nova::routes(shared.clone()))
@@ -118,6 +137,7 @@ impl Sim {
                 listener,
                 shared.clone(),
                 router,
+                tls.map(tokio_rustls::TlsAcceptor::from),
                 stop.clone(),
             )),
             tokio::spawn(server::tick(shared.clone(), stop)),
@@ -136,7 +156,7 @@ impl Sim {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS).
     pub fn base_url(&self) -> String {
         self.shared.base_url.clone()
     }

@@ -32,7 +32,7 @@ pub(crate) struct Shared {
     pub log: Mutex<RequestLog>,
     /// The scenario last loaded (what `reset` goes back to).
     pub scenario: Mutex<Scenario>,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` when served with TLS).
     pub base_url: String,
 }
 
@@ -406,11 +406,13 @@ fn default_fault_message(status: u16) -> String {
 }
 
 /// Accepts connections until shutdown; each connection is served until it ends, a fault drops
-/// it, or shutdown closes it.
+/// it, or shutdown closes it. With `tls`, each connection is a TLS one (a failed handshake
+/// closes it).
 pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     router: Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connections = tokio::task::JoinSet::new();
@@ -421,23 +423,15 @@ pub(crate) async fn serve(
                 let _ = stream.set_nodelay(true);
                 let shared = shared.clone();
                 let router = router.clone();
-                let mut shutdown = shutdown.clone();
+                let shutdown = shutdown.clone();
+                let tls = tls.clone();
                 connections.spawn(async move {
-                    let drop_connection = Arc::new(Notify::new());
-                    let signal = drop_connection.clone();
-                    let service = hyper::service::service_fn(move |req| {
-                        handle(shared.clone(), router.clone(), signal.clone(), req)
-                    });
-                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    tokio::pin!(connection);
-                    tokio::select! {
-                        _ = connection.as_mut() => {}
-                        _ = drop_connection.notified() => {}
-                        _ = stopped(&mut shutdown) => {
-                            connection.as_mut().graceful_shutdown();
-                            let _ = tokio::time::timeout(Duration::from_millis(500), connection).await;
-                        }
+                    match tls {
+                        None => serve_connection(stream, shared, router, shutdown).await,
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(stream) => serve_connection(stream, shared, router, shutdown).await,
+                            Err(error) => tracing::debug!(%error, "tls handshake failed"),
+                        },
                     }
                 });
             }
@@ -450,6 +444,32 @@ pub(crate) async fn serve(
     })
     .await;
     connections.abort_all();
+}
+
+async fn serve_connection<S>(
+    stream: S,
+    shared: Arc<Shared>,
+    router: Router,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let drop_connection = Arc::new(Notify::new());
+    let signal = drop_connection.clone();
+    let service = hyper::service::service_fn(move |req| {
+        handle(shared.clone(), router.clone(), signal.clone(), req)
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        _ = drop_connection.notified() => {}
+        _ = stopped(&mut shutdown) => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_millis(500), connection).await;
+        }
+    }
 }
 
 /// Resolves once shutdown is signalled.

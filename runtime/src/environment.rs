@@ -127,7 +127,8 @@ impl SettingsEnvironment {
         self.ignored_among(std::env::vars_os().filter_map(|(name, _)| name.into_string().ok()))
     }
 
-    fn ignored_among(&self, names: impl Iterator<Item = String>) -> Vec<String> {
+    /// [`Self::ignored_variables`] among `names`.
+    pub fn ignored_among(&self, names: impl Iterator<Item = String>) -> Vec<String> {
         let mut ignored: Vec<String> = names
             .filter(|name| {
                 name.strip_prefix(self.prefix).is_some_and(|key| {

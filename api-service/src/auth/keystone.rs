@@ -82,9 +82,19 @@ impl KeystoneValidator {
             .keystone
             .credentials()
             .map_err(|e| ConfigError::Keystone(e.to_string()))?;
-        let keystone =
-            Keystone::standalone(credentials, RetryPolicy::default(), Duration::from_secs(10))
-                .map_err(|e| ConfigError::Keystone(e.to_string()))?;
+        if settings.keystone_tls.insecure() {
+            tracing::warn!(
+                "keystone tls certificate verification is OFF (auth.keystone_tls.verify = false): \
+                 anyone on the path can impersonate keystone and vouch for any token"
+            );
+        }
+        let keystone = Keystone::standalone(
+            credentials,
+            RetryPolicy::default(),
+            Duration::from_secs(10),
+            &settings.keystone_tls,
+        )
+        .map_err(|e| ConfigError::Keystone(e.to_string()))?;
         Ok(Self {
             keystone,
             roles: settings.roles.clone(),

@@ -23,6 +23,7 @@ pub use policy::{Policy, default_roles};
 pub use static_tokens::{StaticTokens, token_sha256};
 
 use openstack_client::credentials::AuthSettings as KeystoneCredentials;
+use openstack_client::tls::TlsSettings;
 
 use crate::rate_limit::{Caller, RateLimiter};
 
@@ -122,6 +123,9 @@ pub struct AuthSettings {
     /// For `keystone`: the API's own credentials, used to validate callers'
     /// tokens (`GET /v3/auth/tokens`).
     pub keystone: KeystoneCredentials,
+    /// For `keystone`: TLS towards Keystone, as `clouds.yaml` spells it
+    /// (`cacert`: a private CA's PEM file; `verify = false`; `cert`, `key`).
+    pub keystone_tls: TlsSettings,
     /// For `keystone`: Keystone role names granting each role.
     pub roles: RoleNames,
     /// For `keystone`: how long a validated token is trusted at most
@@ -143,6 +147,7 @@ impl Default for AuthSettings {
             mode: AuthMode::Keystone,
             static_tokens_file: None,
             keystone: KeystoneCredentials::default(),
+            keystone_tls: TlsSettings::default(),
             roles: RoleNames::default(),
             cache_ttl: Duration::from_secs(300),
             negative_cache_ttl: Duration::from_secs(10),

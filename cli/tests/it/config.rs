@@ -39,13 +39,13 @@ async fn flags_beat_environment_beats_file_beats_defaults() {
 
     // The environment beats the file.
     let mut env_endpoint = home.instanceha(["segment", "list"]);
-    env_endpoint.env("INSTANCEHA_ENDPOINT", &closed);
+    env_endpoint.env("INSTANCEHA_CLI_ENDPOINT", &closed);
     run(env_endpoint)
         .await
         .expect_exit(7)
         .expect_stderr(&closed);
     let mut env_format = home.instanceha(["segment", "list"]);
-    env_format.env("INSTANCEHA_FORMAT", "yaml");
+    env_format.env("INSTANCEHA_CLI_FORMAT", "yaml");
     let yaml = run(env_format).await;
     yaml.expect_exit(0);
     assert!(yaml.stdout.starts_with("- id:"), "{}", yaml.stdout);
@@ -60,8 +60,8 @@ async fn flags_beat_environment_beats_file_beats_defaults() {
         "list",
     ]);
     flags
-        .env("INSTANCEHA_ENDPOINT", &closed)
-        .env("INSTANCEHA_FORMAT", "yaml");
+        .env("INSTANCEHA_CLI_ENDPOINT", &closed)
+        .env("INSTANCEHA_CLI_FORMAT", "yaml");
     run(flags)
         .await
         .expect_exit(0)

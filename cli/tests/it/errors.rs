@@ -88,7 +88,7 @@ async fn bad_weather_codes_from_a_scripted_api() {
         .await
         .expect_exit(8)
         .expect_stderr("missing or invalid bearer token")
-        .expect_stderr("INSTANCEHA_TOKEN");
+        .expect_stderr("INSTANCEHA_CLI_TOKEN");
     // 8: a wrong token, which is never printed.
     let wrong = cli(&["--token", "wrong-s3cret", "segment", "list"]).await;
     wrong.expect_exit(8);
@@ -98,7 +98,7 @@ async fn bad_weather_codes_from_a_scripted_api() {
         .await
         .expect_exit(0);
     let mut from_env = home.instanceha(["--endpoint", &fake.endpoint, "segment", "list"]);
-    from_env.env("INSTANCEHA_TOKEN", GOOD_TOKEN);
+    from_env.env("INSTANCEHA_CLI_TOKEN", GOOD_TOKEN);
     run(from_env).await.expect_exit(0);
     assert_eq!(
         fake.authorizations(),
@@ -156,11 +156,11 @@ async fn bad_weather_codes_from_a_scripted_api() {
 async fn help_shows_exit_codes_but_never_the_token() {
     let home = Home::new();
     let mut command = home.instanceha(["--help"]);
-    command.env("INSTANCEHA_TOKEN", "top-s3cret");
+    command.env("INSTANCEHA_CLI_TOKEN", "top-s3cret");
     let help = run(command).await;
     help.expect_exit(0)
         .expect_stdout("Exit codes:")
         .expect_stdout("10  watch: the notification ended failed")
-        .expect_stdout("INSTANCEHA_TOKEN");
+        .expect_stdout("INSTANCEHA_CLI_TOKEN");
     assert!(!help.stdout.contains("top-s3cret"), "{}", help.stdout);
 }

@@ -33,6 +33,11 @@ impl Drop for TestApi {
 }
 
 pub async fn spawn_api() -> TestApi {
+    spawn_api_with(|_| {}).await
+}
+
+/// [`spawn_api`] with settings of the test's (`tune` runs last).
+pub async fn spawn_api_with(tune: impl FnOnce(&mut Settings)) -> TestApi {
     let database = tempfile::tempdir().expect("temporary directory");
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -45,6 +50,7 @@ pub async fn spawn_api() -> TestApi {
     // test moves them on through the store.
     settings.dispatch.enabled = false;
     settings.auth.mode = instanceha_api::auth::AuthMode::None;
+    tune(&mut settings);
     let server = Server::bind(&settings).await.expect("the API starts");
     let endpoint = format!("http://{}", server.local_addr());
     let api = server.api().clone();

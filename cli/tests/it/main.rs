@@ -11,6 +11,7 @@ mod fake_api;
 mod formats;
 mod helpers;
 mod hosts;
+mod login;
 mod manual;
 mod notifications;
 mod paging;

@@ -318,9 +318,13 @@ mod tests {
             password: Secret::new("secret"),
             project: Project::Id("p1".into()),
         };
-        let keystone =
-            Keystone::standalone(credentials, RetryPolicy::default(), Duration::from_secs(1))
-                .unwrap();
+        let keystone = Keystone::standalone(
+            credentials,
+            RetryPolicy::default(),
+            Duration::from_secs(1),
+            &Default::default(),
+        )
+        .unwrap();
         let without = Identities {
             keystone: Arc::new(keystone),
             service: None,

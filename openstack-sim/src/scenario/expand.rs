@@ -325,13 +325,15 @@ fn check_settings(s: &Settings) -> Result<(), Error> {
     if s.report_interval <= 0.0 {
         return Err(invalid("settings.report_interval", "must be positive"));
     }
-    if let Some(url) = &s.instance_ha_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        return Err(invalid(
-            "settings.instance_ha_url",
-            "must be an http:// or https:// URL",
-        ));
+    for (name, url) in [
+        ("settings.instance_ha_url", &s.instance_ha_url),
+        ("settings.instance_ha_grpc_url", &s.instance_ha_grpc_url),
+    ] {
+        if let Some(url) = url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(invalid(name, "must be an http:// or https:// URL"));
+        }
     }
     if s.max_limit == 0 {
         return Err(invalid("settings.max_limit", "must be positive"));

@@ -40,6 +40,9 @@ pub struct Settings {
     /// catalog, public and internal at this URL, as an operator registers
     /// Masakari's API or instance-ha's REST facade; none by default.
     pub instance_ha_url: Option<String>,
+    /// An `instance-ha-grpc` endpoint in the catalog at this URL: instance-ha's gRPC API,
+    /// where its CLI looks for it after a Keystone login; none by default.
+    pub instance_ha_grpc_url: Option<String>,
     pub durations: Durations,
     pub failure_probability: FailureProbability,
     /// Outages of the message bus (RabbitMQ): an evacuation whose nova-conductor step falls in
@@ -158,6 +161,7 @@ impl Default for Settings {
             request_log_capacity: 10_000,
             block_storage: true,
             instance_ha_url: None,
+            instance_ha_grpc_url: None,
             durations: Durations::default(),
             failure_probability: FailureProbability::default(),
             message_bus_outages: Vec::new(),

@@ -397,6 +397,7 @@ pub(crate) async fn token_of(sim: &Sim, user: &str, project: &str) -> String {
         credentials,
         RetryPolicy::default(),
         std::time::Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap();
     keystone.token().await.unwrap().value.expose().to_owned()

@@ -1,0 +1,3 @@
+//! The OpenStack client against the simulated cloud (openstack-sim).
+
+mod tls;
