@@ -39,9 +39,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if cli.check {
-        return check(&settings);
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -53,6 +50,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if cli.check {
+        // The API client's channel is built inside a runtime.
+        let _entered = runtime.enter();
+        return check(&settings);
+    }
     runtime.block_on(run(settings))
 }
 

@@ -249,7 +249,9 @@ impl Store {
         let mut retries = Backoff::new(Duration::from_millis(10), Duration::from_millis(200))
             .retries(None, Some(options.connect_timeout));
         loop {
-            match Self::open_once(options).await {
+            // Boxed: the future of every start nests this one, and its
+            // layout would otherwise pass the compiler's query depth.
+            match Box::pin(Self::open_once(options)).await {
                 Ok(store) => return Ok(store),
                 Err(OpenFailure::Connect(source) | OpenFailure::Migrate(source))
                     if sqlite_busy(&source) && !retries.spent() =>
