@@ -158,7 +158,10 @@ mod tests {
         let empty = SchemaVersion::empty();
         let text = describe(&empty);
         assert!(text.starts_with("applied: none (0 of "), "{text}");
-        assert!(text.contains(&format!("latest:  {}", empty.latest)), "{text}");
+        assert!(
+            text.contains(&format!("latest:  {}", empty.latest)),
+            "{text}"
+        );
         assert!(text.contains("run `instanceha-api db sync`"), "{text}");
         let current = SchemaVersion {
             applied: empty.pending.clone(),
@@ -166,7 +169,10 @@ mod tests {
             latest: empty.latest.clone(),
         };
         let text = describe(&current);
-        assert!(text.contains(&format!("applied: {}", empty.latest)), "{text}");
+        assert!(
+            text.contains(&format!("applied: {}", empty.latest)),
+            "{text}"
+        );
         assert!(text.ends_with("up to date\n"), "{text}");
     }
 }

@@ -61,14 +61,23 @@ fn without_a_settings_file_it_refuses_to_start() {
     assert_eq!(output.status.code(), Some(2), "{said}");
     assert!(said.contains("--config"), "{said}");
     assert!(said.contains("INSTANCEHA_AGENT_CONFIG"), "{said}");
-    assert!(entries(dir.path()).is_empty(), "it wrote {:?}", entries(dir.path()));
+    assert!(
+        entries(dir.path()).is_empty(),
+        "it wrote {:?}",
+        entries(dir.path())
+    );
 }
 
 #[test]
 fn check_changes_nothing_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let (config, spool) = settings(dir.path());
-    let output = agent().arg("--config").arg(&config).arg("--check").output().unwrap();
+    let output = agent()
+        .arg("--config")
+        .arg(&config)
+        .arg("--check")
+        .output()
+        .unwrap();
     let said = text(&output);
     assert!(output.status.success(), "{said}");
     assert!(said.contains("settings ok"), "{said}");
@@ -84,7 +93,12 @@ fn check_names_an_unreadable_file() {
     let mut text_of = std::fs::read_to_string(&config).unwrap();
     text_of.push_str("[process]\nlist_path = \"/nonexistent/processes.yaml\"\n");
     std::fs::write(&config, text_of).unwrap();
-    let output = agent().arg("--config").arg(&config).arg("--check").output().unwrap();
+    let output = agent()
+        .arg("--config")
+        .arg(&config)
+        .arg("--check")
+        .output()
+        .unwrap();
     let said = text(&output);
     assert_eq!(output.status.code(), Some(2), "{said}");
     assert!(said.contains("/nonexistent/processes.yaml"), "{said}");
@@ -132,5 +146,8 @@ fn the_spool_is_private_and_the_piped_log_plain() {
     assert_eq!(mode(&spool), 0o600);
     assert_eq!(mode(&dir.path().join("state")), 0o700);
     assert!(said.contains("instanceha-agent starting"), "{said}");
-    assert!(!said.contains("\x1b["), "colour codes in a piped log: {said:?}");
+    assert!(
+        !said.contains("\x1b["),
+        "colour codes in a piped log: {said:?}"
+    );
 }

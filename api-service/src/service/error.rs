@@ -67,9 +67,7 @@ impl From<store::Error> for Error {
             store::Error::Corrupt { .. }
             | store::Error::Migrate(_)
             | store::Error::Behind(_)
-            | store::Error::Database(_) => {
-                Self::internal(&err)
-            }
+            | store::Error::Database(_) => Self::internal(&err),
         }
     }
 }

@@ -26,8 +26,8 @@ use instanceha_runtime::backoff::Backoff;
 use instanceha_runtime::clock::Clock;
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
-    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction,
-    DbBackend, DbErr, IsolationLevel, SqlErr, TransactionOptions, TransactionTrait,
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
+    IsolationLevel, SqlErr, TransactionOptions, TransactionTrait,
 };
 
 pub use events::Applied;

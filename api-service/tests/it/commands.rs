@@ -137,9 +137,10 @@ fn check_tells_bad_settings_from_an_unreachable_database() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("api.db").display());
     let bad = config(dir.path(), &url, "");
-    let text = std::fs::read_to_string(&bad)
-        .unwrap()
-        .replace("mode = \"none\"", "mode = \"static\"\nstatic_tokens_file = \"/nonexistent/tokens.yaml\"");
+    let text = std::fs::read_to_string(&bad).unwrap().replace(
+        "mode = \"none\"",
+        "mode = \"static\"\nstatic_tokens_file = \"/nonexistent/tokens.yaml\"",
+    );
     std::fs::write(&bad, text).unwrap();
     let (code, said) = run(&bad, &["--check"]);
     assert_eq!(code, Some(2), "bad configuration: {said}");
@@ -164,7 +165,11 @@ fn check_tells_bad_settings_from_an_unreachable_database() {
 fn a_text_log_on_a_pipe_has_no_colour_codes() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("api.db").display());
-    let config = config(dir.path(), &url, "[log]\nformat = \"text\"\nfilter = \"info\"");
+    let config = config(
+        dir.path(),
+        &url,
+        "[log]\nformat = \"text\"\nfilter = \"info\"",
+    );
     let mut child = api(&config, &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
