@@ -133,6 +133,46 @@ impl Agent {
         })
     }
 
+    /// Checks what [`start`](Self::start) would read (the settings, the
+    /// API client's files, the fencing devices' credentials, the
+    /// heartbeat key, the process list, the Kubernetes detector's files)
+    /// without starting anything or changing anything on disk: the spool
+    /// is not opened (a missing one is made at the first start), no
+    /// address is bound and no peer asked. Lines for the operator.
+    pub fn check(settings: &Settings) -> Result<Vec<String>, Error> {
+        settings.validate()?;
+        crate::install_crypto_provider();
+        ApiClient::new(&settings.api)?;
+        fence_devices(settings)?;
+        match settings.host.driver {
+            HostDriver::Heartbeat => {
+                crate::credentials::read("host.heartbeat.key", &settings.host.heartbeat.key)?;
+            }
+            HostDriver::Kubernetes => {
+                KubernetesDetector::new(&settings.host.kubernetes)?;
+            }
+            HostDriver::None | HostDriver::Pacemaker => {}
+        }
+        if let Some(path) = &settings.process.list_path {
+            process::load_list(path)?;
+        }
+        let path = &settings.spool.path;
+        let spool = match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => format!("spool {}: exists", path.display()),
+            Ok(_) => {
+                return Err(Error::Settings(crate::config::Error::Invalid {
+                    setting: "spool.path".to_owned(),
+                    message: format!("{} is not a file", path.display()),
+                }));
+            }
+            Err(_) => format!(
+                "spool {}: does not exist yet, made at the first start",
+                path.display()
+            ),
+        };
+        Ok(vec![spool])
+    }
+
     /// Where this agent receives heartbeats.
     pub fn heartbeat_addrs(&self) -> &[SocketAddr] {
         &self.heartbeat_addrs

@@ -15,14 +15,24 @@ struct Cli {
     /// The TOML settings file (also INSTANCEHA_AGENT_CONFIG).
     #[arg(long, env = "INSTANCEHA_AGENT_CONFIG")]
     config: Option<PathBuf>,
-    /// Check the settings (and credentials) and exit.
+    /// Check the settings and the files they name (credentials, keys,
+    /// certificates, the process list) and exit; changes nothing on disk
+    /// (the spool is made at the first start, not by a check).
     #[arg(long)]
     check: bool,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let settings = match Settings::load(cli.config.as_deref()) {
+    // An agent started with the defaults would watch, fence and report
+    // for a host nobody configured: the settings file is required.
+    let Some(path) = cli.config.as_deref() else {
+        eprintln!(
+            "instanceha-agent: no settings file: pass --config FILE or set INSTANCEHA_AGENT_CONFIG (see agent/instanceha-agent.example.toml)"
+        );
+        return ExitCode::from(2);
+    };
+    let settings = match Settings::load(Some(path)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("instanceha-agent: {e}");
@@ -40,10 +50,32 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(cli, settings))
+    if cli.check {
+        // The API client's channel is built inside a runtime.
+        let _entered = runtime.enter();
+        return check(&settings);
+    }
+    runtime.block_on(run(settings))
 }
 
-async fn run(cli: Cli, settings: Settings) -> ExitCode {
+/// `--check`: what the start reads, read; nothing started or written.
+fn check(settings: &Settings) -> ExitCode {
+    match Agent::check(settings) {
+        Ok(lines) => {
+            for line in lines {
+                println!("instanceha-agent: {line}");
+            }
+            println!("instanceha-agent: settings ok");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("instanceha-agent: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(settings: Settings) -> ExitCode {
     let telemetry = match instanceha_runtime::telemetry::init(
         "instanceha-agent",
         &settings.log,
@@ -74,11 +106,6 @@ async fn run(cli: Cli, settings: Settings) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if cli.check {
-        agent.stop().await;
-        println!("instanceha-agent: settings ok");
-        return ExitCode::SUCCESS;
-    }
     wait_for_signal().await;
     tracing::info!("stopping");
     agent.stop().await;

@@ -22,6 +22,7 @@
 
 pub mod auth;
 pub mod changes;
+pub mod commands;
 pub mod config;
 pub mod console;
 pub mod dispatch;

@@ -5,9 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use instanceha_api::config::{Overrides, Settings};
 use instanceha_api::server::Server;
+use instanceha_runtime::exit::{self, Exit};
 
 /// jemalloc, whose background threads give memory freed by ended work
 /// (15,000 closed watch streams, say) back to the system within its
@@ -20,23 +21,49 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// instance-ha's API service: the notification API for monitoring agents
 /// and operators, persistence, and dispatch of recoveries to the engine.
 #[derive(Debug, Parser)]
-#[command(name = "instanceha-api", version)]
+#[command(name = "instanceha-api", version, after_help = exit::HELP)]
 struct Flags {
     /// TOML configuration file (see api-service/instanceha-api.example.toml).
-    #[arg(long, short, env = "INSTANCEHA_CONFIG")]
+    #[arg(long, short, env = "INSTANCEHA_CONFIG", global = true)]
     config: Option<PathBuf>,
     /// Address of the public gRPC API (setting `listen`).
-    #[arg(long)]
+    #[arg(long, global = true)]
     listen: Option<SocketAddr>,
     /// Database URL (setting `database.url`).
-    #[arg(long)]
+    #[arg(long, global = true)]
     database_url: Option<String>,
     /// Log format, `text` or `json` (setting `log.format`).
-    #[arg(long)]
+    #[arg(long, global = true)]
     log_format: Option<String>,
     /// The engine's gRPC URL (setting `dispatch.engine_url`).
-    #[arg(long)]
+    #[arg(long, global = true)]
     engine_url: Option<String>,
+    /// Check the settings, the files they name and that the database
+    /// answers, then exit; changes nothing on disk (no database file, no
+    /// migration, no token file).
+    #[arg(long)]
+    check: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The database's schema: the migrations as a step of an upgrade.
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DbAction {
+    /// Apply the migrations (under the lock the API's start takes, so
+    /// replicas starting meanwhile wait), print those applied and exit.
+    Sync,
+    /// Print the applied and the latest migration; exit 5 when the
+    /// database is behind. Reads only: an SQLite file is not created.
+    Version,
 }
 
 fn main() -> ExitCode {
@@ -61,6 +88,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let command = match (flags.check, &flags.command) {
+        (true, _) => Some(runtime.block_on(instanceha_api::commands::check(&settings))),
+        (false, Some(Command::Db { action })) => Some(runtime.block_on(async {
+            match action {
+                DbAction::Sync => instanceha_api::commands::db_sync(&settings).await,
+                DbAction::Version => instanceha_api::commands::db_version(&settings).await,
+            }
+        })),
+        (false, None) => None,
+    };
+    if let Some(exit) = command {
+        return exit.into();
+    }
     let (code, telemetry) = runtime.block_on(async {
         let telemetry = match instanceha_runtime::telemetry::init(
             "instanceha-api",
@@ -80,12 +120,12 @@ fn main() -> ExitCode {
             Ok(server) => server,
             Err(e) => {
                 eprintln!("instanceha-api: {e}");
-                let code = if matches!(e, instanceha_api::server::Error::Config(_)) {
-                    ExitCode::from(2)
-                } else {
-                    ExitCode::FAILURE
+                let code = match &e {
+                    instanceha_api::server::Error::Config(_) => Exit::Configuration,
+                    instanceha_api::server::Error::Store(e) => instanceha_api::commands::exit_of(e),
+                    _ => Exit::Failure,
                 };
-                return (code, Some(telemetry));
+                return (code.into(), Some(telemetry));
             }
         };
         if let Some(addr) = settings.telemetry.prometheus_listen

@@ -9,13 +9,14 @@ use clap::Parser;
 use instanceha_engine::config::{Overrides, Settings};
 use instanceha_engine::recovery::Engine;
 use instanceha_engine::server::Server;
+use instanceha_runtime::exit::{self, Exit};
 use instanceha_runtime::telemetry::Telemetry;
 use openstack_client::OpenStack;
 
 /// instance-ha's recovery engine: runs host, process and instance recovery
 /// workflows against OpenStack for instanceha-api.
 #[derive(Debug, Parser)]
-#[command(name = "instanceha-engine", version)]
+#[command(name = "instanceha-engine", version, after_help = exit::HELP)]
 struct Flags {
     /// TOML configuration file (see engine-service/instanceha-engine.example.toml).
     #[arg(long, short, env = "INSTANCEHA_ENGINE_CONFIG")]
@@ -29,6 +30,11 @@ struct Flags {
     /// Log format, `text` or `json` (setting `log.format`).
     #[arg(long)]
     log_format: Option<String>,
+    /// Check the settings, the files they name, and that Keystone answers
+    /// and accepts the credentials (and the catalog has Nova), then exit;
+    /// changes nothing on disk (no state directory, no link token).
+    #[arg(long)]
+    check: bool,
 }
 
 fn main() -> ExitCode {
@@ -60,6 +66,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if flags.check {
+        return runtime
+            .block_on(check(&settings, credentials, service, client))
+            .into();
+    }
     let result = runtime.block_on(async {
         let telemetry = match instanceha_runtime::telemetry::init(
             "instanceha-engine",
@@ -96,6 +107,45 @@ fn main() -> ExitCode {
         telemetry.shutdown();
     }
     code
+}
+
+/// `--check`: the files, then OpenStack; each line printed, the first
+/// failure ends it.
+async fn check(
+    settings: &Settings,
+    credentials: openstack_client::credentials::Credentials,
+    service: Option<openstack_client::credentials::Credentials>,
+    client: openstack_client::ClientSettings,
+) -> Exit {
+    match instanceha_engine::check::files(settings) {
+        Ok(lines) => lines
+            .iter()
+            .for_each(|l| println!("instanceha-engine: {l}")),
+        Err(e) => {
+            eprintln!("instanceha-engine: {e}");
+            return Exit::Configuration;
+        }
+    }
+    println!("instanceha-engine: settings and the files they name: ok");
+    let openstack = match OpenStack::new(credentials, service, client) {
+        Ok(openstack) => openstack,
+        Err(e) => {
+            eprintln!("instanceha-engine: {e}");
+            return Exit::Configuration;
+        }
+    };
+    match instanceha_engine::check::openstack(&openstack).await {
+        Ok(lines) => {
+            lines
+                .iter()
+                .for_each(|l| println!("instanceha-engine: {l}"));
+            Exit::Success
+        }
+        Err((exit, reason)) => {
+            eprintln!("instanceha-engine: {reason}");
+            exit
+        }
+    }
 }
 
 /// Serves the Recover stream (and the metrics, when asked) until a signal:

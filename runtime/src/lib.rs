@@ -11,6 +11,7 @@ pub mod backoff;
 pub mod clock;
 pub mod connections;
 pub mod environment;
+pub mod exit;
 pub mod listen;
 pub mod panic;
 pub mod private;

@@ -267,6 +267,7 @@ pub fn install(service: &str, log: &LogSettings, pipelines: Pipelines) -> Result
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_target(true)
+                    .with_ansi(colour(&std::io::stdout()))
                     .with_filter(log_filter),
             )
             .try_init(),
@@ -301,12 +302,24 @@ pub fn init_log(log: &LogSettings) -> Result<(), Error> {
     let filter = EnvFilter::try_new(format!("{QUIET},{directives}"))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour(&std::io::stdout()))
         .with_target(true);
     let result = match log.format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
     result.map_err(|_| Error::AlreadyInstalled)
+}
+
+/// Whether text log lines written to `stream` get ANSI colours: only on a
+/// terminal, and not when `NO_COLOR` is set to anything (no-color.org), so
+/// that a log written to a file or a pipe holds no escape codes.
+pub fn colour(stream: &impl std::io::IsTerminal) -> bool {
+    colour_wanted(stream.is_terminal(), std::env::var_os("NO_COLOR"))
+}
+
+fn colour_wanted(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|value| value.is_empty())
 }
 
 /// Records the span's OpenTelemetry trace and span ids in its `trace_id`
@@ -382,6 +395,15 @@ pub async fn serve_registry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour_wanted(true, None));
+        assert!(!colour_wanted(false, None));
+        assert!(!colour_wanted(true, Some("1".into())));
+        // An empty NO_COLOR does not count (no-color.org).
+        assert!(colour_wanted(true, Some("".into())));
+    }
 
     #[test]
     fn sampling_ratio_is_bounded() {

@@ -5,6 +5,7 @@
 //! the process monitor against real processes, heartbeats replayed after a
 //! restart, and the private files.
 
+mod binary;
 mod cluster;
 mod fencing;
 mod partition;

@@ -116,33 +116,3 @@ async fn a_replayed_heartbeat_after_a_restart_is_rejected() {
         "a new heartbeat is heard"
     );
 }
-
-/// The spool, made by the binary under a umask that takes nothing away:
-/// 0600 in a directory made 0700.
-#[test]
-fn the_spool_is_private_whatever_the_umask() {
-    let dir = tempfile::tempdir().unwrap();
-    let spool = dir.path().join("state/spool.redb");
-    let config = dir.path().join("agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "hostname = \"compute-x\"\n[api]\nurl = \"http://127.0.0.1:9\"\n[spool]\npath = \"{}\"\n",
-            spool.display()
-        ),
-    )
-    .unwrap();
-    let status = std::process::Command::new("sh")
-        .args(["-c", "umask 0; exec \"$@\"", "sh"])
-        .arg(env!("CARGO_BIN_EXE_instanceha-agent"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--check")
-        .env_remove("RUST_LOG")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let mode = |p: &std::path::Path| instanceha_runtime::private::mode_of(p).unwrap();
-    assert_eq!(mode(&spool), 0o600);
-    assert_eq!(mode(&dir.path().join("state")), 0o700);
-}

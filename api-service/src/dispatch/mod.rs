@@ -73,6 +73,13 @@ impl Dispatcher {
         })
     }
 
+    /// Checks the engine link's settings and the files they name (its
+    /// token, its CA) without connecting (`instanceha-api --check`).
+    pub fn check_link(settings: &DispatchSettings) -> Result<(), String> {
+        settings.validate()?;
+        EngineLink::new(settings).map(drop)
+    }
+
     pub fn replica(&self) -> &str {
         &self.replica
     }

@@ -64,9 +64,10 @@ impl From<store::Error> for Error {
                 tracing::warn!(error = %reason, "database unavailable");
                 Self::Unavailable("the database is not answering; retry later".to_owned())
             }
-            store::Error::Corrupt { .. } | store::Error::Migrate(_) | store::Error::Database(_) => {
-                Self::internal(&err)
-            }
+            store::Error::Corrupt { .. }
+            | store::Error::Migrate(_)
+            | store::Error::Behind(_)
+            | store::Error::Database(_) => Self::internal(&err),
         }
     }
 }

@@ -12,6 +12,7 @@ mod intake;
 mod notifications;
 mod run_state;
 mod runs;
+mod schema;
 mod segments;
 mod trace;
 mod vmoves;
@@ -21,19 +22,19 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use instanceha_migrations::MigratorTrait;
 use instanceha_runtime::backoff::Backoff;
 use instanceha_runtime::clock::Clock;
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
-    ConnectOptions, ConnectionTrait as _, Database, DatabaseConnection, DatabaseTransaction,
-    DbBackend, DbErr, IsolationLevel, SqlErr, TransactionOptions, TransactionTrait,
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
+    IsolationLevel, SqlErr, TransactionOptions, TransactionTrait,
 };
 
 pub use events::Applied;
 pub use intake::{Intake, IntakeWindows};
 pub use notifications::Unfinished;
 pub use runs::Resolved;
+pub use schema::SchemaVersion;
 
 /// Errors of the store, classified here: no database driver type leaves
 /// this module.
@@ -72,6 +73,12 @@ pub enum Error {
     Connect { url: String, reason: String },
     #[error("cannot migrate the database: {0}")]
     Migrate(String),
+    /// `database.migrate_on_start = false` and migrations are missing.
+    #[error(
+        "the database is behind: {} of this version's migrations not applied (the last, {}): run `instanceha-api db sync` (database.migrate_on_start = false)",
+        .0.pending.len(), .0.latest
+    )]
+    Behind(SchemaVersion),
     /// The database cannot write: its disk is full, it is read-only, or
     /// its storage fails (SQLite's FULL, IOERR, READONLY; PostgreSQL's
     /// 53100, 58030, 25006; MySQL's 1021, 1114, 1290). Nothing was stored.
@@ -162,6 +169,11 @@ pub struct DatabaseSettings {
     /// How long to wait for a connection.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
+    /// Whether the API applies the migrations when it starts (under a
+    /// lock, one replica at a time). With `false` they are a step of the
+    /// upgrade (`instanceha-api db sync`, a Kubernetes Job) and the API
+    /// refuses to start on a database that is behind.
+    pub migrate_on_start: bool,
 }
 
 impl Default for DatabaseSettings {
@@ -170,6 +182,7 @@ impl Default for DatabaseSettings {
             url: "sqlite://instanceha.db".to_owned(),
             max_connections: 16,
             connect_timeout: Duration::from_secs(10),
+            migrate_on_start: true,
         }
     }
 }
@@ -209,6 +222,24 @@ impl Store {
     /// rebuilds its WAL index; replicas opening one file together retry
     /// that until the connect timeout runs out.
     pub async fn open(options: &DatabaseSettings) -> Result<Self> {
+        Ok(Self::open_reporting(options).await?.0)
+    }
+
+    /// Applies the migrations (`instanceha-api db sync`), under the lock
+    /// the API's start takes, whatever `database.migrate_on_start` says;
+    /// names those it applied.
+    pub async fn sync(options: &DatabaseSettings) -> Result<Vec<String>> {
+        let options = DatabaseSettings {
+            migrate_on_start: true,
+            ..options.clone()
+        };
+        let (store, applied) = Self::open_reporting(&options).await?;
+        store.close().await?;
+        Ok(applied)
+    }
+
+    /// [`open`](Self::open), naming the migrations it applied.
+    pub async fn open_reporting(options: &DatabaseSettings) -> Result<(Self, Vec<String>)> {
         if let Some(path) = sqlite_file(&options.url) {
             make_private(&path).map_err(|e| Error::Connect {
                 url: redact_url(&options.url),
@@ -218,7 +249,9 @@ impl Store {
         let mut retries = Backoff::new(Duration::from_millis(10), Duration::from_millis(200))
             .retries(None, Some(options.connect_timeout));
         loop {
-            match Self::open_once(options).await {
+            // Boxed: the future of every start nests this one, and its
+            // layout would otherwise pass the compiler's query depth.
+            match Box::pin(Self::open_once(options)).await {
                 Ok(store) => return Ok(store),
                 Err(OpenFailure::Connect(source) | OpenFailure::Migrate(source))
                     if sqlite_busy(&source) && !retries.spent() =>
@@ -235,25 +268,80 @@ impl Store {
                 Err(OpenFailure::Migrate(source)) => {
                     return Err(Error::Migrate(source.to_string()));
                 }
+                Err(OpenFailure::Behind(version)) => return Err(Error::Behind(version)),
             }
         }
     }
 
-    async fn open_once(options: &DatabaseSettings) -> Result<Self, OpenFailure> {
+    async fn open_once(options: &DatabaseSettings) -> Result<(Self, Vec<String>), OpenFailure> {
         let db = connect(options).await.map_err(OpenFailure::Connect)?;
-        migrate(&db, options).await?;
+        let applied = if options.migrate_on_start {
+            schema::migrate(&db, options).await?
+        } else {
+            let version = schema::version_of(&db)
+                .await
+                .map_err(OpenFailure::Migrate)?;
+            if version.is_behind() {
+                let _ = db.close().await;
+                return Err(OpenFailure::Behind(version));
+            }
+            Vec::new()
+        };
         let pool_size = if options.url.starts_with("sqlite:") {
             1
         } else {
             options.max_connections.max(1)
         };
-        Ok(Self {
+        let store = Self {
             db: Arc::new(RwLock::new(db)),
             settings: Arc::new(options.clone()),
             health: Arc::default(),
             pool_size,
             clock: Clock::system(),
-        })
+        };
+        Ok((store, applied))
+    }
+
+    /// The database's schema version, read without changing anything: an
+    /// SQLite file is opened read-only and not created (a missing one has
+    /// every migration pending), and no migrations' table is made.
+    pub async fn schema_version(options: &DatabaseSettings) -> Result<SchemaVersion> {
+        let unreachable = |source: DbErr| Error::Connect {
+            url: redact_url(&options.url),
+            reason: source.to_string(),
+        };
+        let mut connect = ConnectOptions::new(options.url.clone());
+        connect
+            .max_connections(1)
+            .connect_timeout(options.connect_timeout)
+            .acquire_timeout(options.connect_timeout)
+            .sqlx_logging(false);
+        if options.url.starts_with("sqlite:") {
+            // Without a `-wal` file no connection has the database open
+            // and the file holds everything: read it as immutable, which
+            // makes no `-wal` or `-shm` beside it. With one, a reader joins
+            // the WAL that exists.
+            let mut wal_exists = false;
+            if let Some(path) = sqlite_file(&options.url) {
+                if !path.exists() {
+                    return Ok(SchemaVersion::empty());
+                }
+                let mut wal = path.into_os_string();
+                wal.push("-wal");
+                wal_exists = std::path::Path::new(&wal).exists();
+            }
+            connect.map_sqlx_sqlite_opts(move |o| {
+                o.create_if_missing(false)
+                    .read_only(true)
+                    .immutable(!wal_exists)
+            });
+        }
+        let db = Database::connect(connect).await.map_err(unreachable)?;
+        let version = schema::version_of(&db)
+            .await
+            .map_err(|e| Error::Migrate(e.to_string()));
+        let _ = db.close().await;
+        version
     }
 
     /// The connection pool as it is now.
@@ -343,6 +431,8 @@ impl Store {
 enum OpenFailure {
     Connect(DbErr),
     Migrate(DbErr),
+    /// Migrations missing, and the settings say not to apply them.
+    Behind(SchemaVersion),
 }
 
 /// Whether `err` is SQLite's "database is busy" or "database is locked"
@@ -398,63 +488,6 @@ fn sqlite_busy(err: &DbErr) -> bool {
         .and_then(|code| code.parse::<i32>().ok())
         .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }
-
-/// Applies the migrations, one replica at a time: replicas starting
-/// together on PostgreSQL or MySQL take a database lock on one dedicated
-/// connection around the migrations, so they do not race to create the
-/// same tables; on SQLite, processes sharing the file take its write lock.
-async fn migrate(db: &DatabaseConnection, options: &DatabaseSettings) -> Result<(), OpenFailure> {
-    let (lock, unlock) = match db.get_database_backend() {
-        DbBackend::Postgres => (
-            format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"),
-            format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"),
-        ),
-        DbBackend::MySql => (
-            "SELECT GET_LOCK('instanceha_migrations', 300)".to_owned(),
-            "SELECT RELEASE_LOCK('instanceha_migrations')".to_owned(),
-        ),
-        // SQLite: processes sharing the file take its write lock first.
-        _ => {
-            let txn = db
-                .begin_with_options(TransactionOptions {
-                    isolation_level: None,
-                    access_mode: None,
-                    sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
-                })
-                .await
-                .map_err(OpenFailure::Migrate)?;
-            instanceha_migrations::Migrator::up(&txn, None)
-                .await
-                .map_err(OpenFailure::Migrate)?;
-            return txn.commit().await.map_err(OpenFailure::Migrate);
-        }
-    };
-    // A session-level lock needs one session: a pool of one connection.
-    let mut connect = ConnectOptions::new(options.url.clone());
-    connect
-        .max_connections(1)
-        .connect_timeout(options.connect_timeout)
-        .acquire_timeout(Duration::from_secs(300))
-        .sqlx_logging(false);
-    let session = Database::connect(connect)
-        .await
-        .map_err(OpenFailure::Connect)?;
-    session
-        .execute_unprepared(&lock)
-        .await
-        .map_err(OpenFailure::Migrate)?;
-    let migrated = instanceha_migrations::Migrator::up(&session, None)
-        .await
-        .map_err(OpenFailure::Migrate);
-    let released = session.execute_unprepared(&unlock).await;
-    let _ = session.close().await;
-    migrated?;
-    released.map_err(OpenFailure::Migrate)?;
-    Ok(())
-}
-
-/// The key of the PostgreSQL advisory lock held while migrating.
-const MIGRATION_LOCK: i64 = 0x696e_7374_6861; // "instha"
 
 /// The URL without its password, for messages and logs.
 pub fn redact_url(url: &str) -> String {

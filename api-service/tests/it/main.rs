@@ -8,6 +8,7 @@
 mod auth;
 mod backends;
 mod bad_input;
+mod commands;
 mod connections;
 mod console;
 mod helpers;

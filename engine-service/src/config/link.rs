@@ -34,6 +34,13 @@ impl Settings {
     /// listens: without `link.token_file` the token is the state
     /// directory's, made on first start for the API to read.
     pub fn link_token(&self) -> Result<Option<Secret>, Error> {
+        self.link_token_made(true)
+    }
+
+    /// [`link_token`](Self::link_token), but with `make` false a missing
+    /// state-directory token is not made (`None`): `--check` changes
+    /// nothing on disk.
+    pub fn link_token_made(&self, make: bool) -> Result<Option<Secret>, Error> {
         let mutual_tls = self.tls.enabled() && self.tls.client_ca_file.is_some();
         if self.link.insecure_unauthenticated {
             if self.link.token_file.is_some() || mutual_tls {
@@ -62,10 +69,13 @@ impl Settings {
         let token = match &self.link.token_file {
             Some(path) => Secret::read_file("link.token_file", path),
             None if mutual_tls => return Ok(None),
-            None => Secret::read_or_create_file(
-                "link.token_file",
-                &instanceha_runtime::state::link_token_file(self.state_dir.as_deref()),
-            ),
+            None => {
+                let path = instanceha_runtime::state::link_token_file(self.state_dir.as_deref());
+                if !make && !path.exists() {
+                    return Ok(None);
+                }
+                Secret::read_or_create_file("link.token_file", &path)
+            }
         };
         token.map(Some).map_err(|e| Error::Invalid(e.to_string()))
     }

@@ -1,6 +1,7 @@
 //! The integration tests of `instanceha-engine`: recoveries run end to end
 //! through `instanceha-api` and the engine against `openstack-sim`.
 
+mod check;
 mod fault_matrix;
 mod found_bugs;
 mod host_failure;

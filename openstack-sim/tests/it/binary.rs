@@ -80,3 +80,37 @@ fn every_shipped_scenario_is_valid() {
     assert_eq!(snapshot.hosts.len(), 104);
     assert_eq!(snapshot.volumes.len(), 900);
 }
+
+/// Its log, on a pipe, holds no ANSI colour codes.
+#[tokio::test]
+async fn a_log_on_a_pipe_has_no_colour_codes() {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_openstack-sim"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut base = None;
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await
+    {
+        if base.is_none() {
+            base = line.rsplit(' ').next().map(str::to_owned);
+        }
+        if line.contains("app cred:") {
+            break;
+        }
+    }
+    let base = base.expect("it printed where it listens");
+    // A request, so that it logs.
+    let _ = client().get(format!("{base}/sim/state")).send().await;
+    child.start_kill().unwrap();
+    let output = child.wait_with_output().await.unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(!log.trim().is_empty(), "no log line");
+    assert!(!log.contains('\x1b'), "colour codes: {log:?}");
+}
