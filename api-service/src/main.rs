@@ -66,6 +66,26 @@ enum DbAction {
     Version,
 }
 
+/// The one-off command the flags ask for (`--check`, `db sync`, `db
+/// version`), run to its exit code; `None`: serve.
+fn one_off(
+    check: bool,
+    command: Option<&Command>,
+    settings: &Settings,
+    runtime: &tokio::runtime::Runtime,
+) -> Option<Exit> {
+    match (check, command) {
+        (true, _) => Some(runtime.block_on(instanceha_api::commands::check(settings))),
+        (false, Some(Command::Db { action })) => Some(runtime.block_on(async {
+            match action {
+                DbAction::Sync => instanceha_api::commands::db_sync(settings).await,
+                DbAction::Version => instanceha_api::commands::db_version(settings).await,
+            }
+        })),
+        (false, None) => None,
+    }
+}
+
 fn main() -> ExitCode {
     let flags = Flags::parse();
     let overrides = Overrides {
@@ -88,17 +108,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let command = match (flags.check, &flags.command) {
-        (true, _) => Some(runtime.block_on(instanceha_api::commands::check(&settings))),
-        (false, Some(Command::Db { action })) => Some(runtime.block_on(async {
-            match action {
-                DbAction::Sync => instanceha_api::commands::db_sync(&settings).await,
-                DbAction::Version => instanceha_api::commands::db_version(&settings).await,
-            }
-        })),
-        (false, None) => None,
-    };
-    if let Some(exit) = command {
+    if let Some(exit) = one_off(flags.check, flags.command.as_ref(), &settings, &runtime) {
         return exit.into();
     }
     let (code, telemetry) = runtime.block_on(async {

@@ -125,9 +125,11 @@ fn the_spool_is_private_and_the_piped_log_plain() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !spool.exists() && Instant::now() < deadline {
+        // sleep: polling for the spool file, within the deadline above.
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Its start-up line is logged once the spool is open.
+    // Its output is read only once it exits: nothing else to wait for.
+    // sleep: its start-up line is logged just after the spool opens.
     std::thread::sleep(Duration::from_millis(300));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -136,6 +138,7 @@ fn the_spool_is_private_and_the_piped_log_plain() {
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        // sleep: polling for its exit, within the deadline above.
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.kill();
