@@ -1,6 +1,6 @@
 //! Host failures while the control plane itself fails: nova-api stopped,
-//! nova-conductor killed, Keystone restarted. Each ends with every
-//! instance recovered, as Nova records it.
+//! nova-conductor killed, Keystone restarted, the message bus stopped.
+//! Each ends with every instance recovered, as Nova records it.
 
 use std::time::{Duration, Instant};
 
@@ -215,6 +215,40 @@ async fn keystone_restarted_mid_recovery() {
             tokio::time::sleep(Duration::from_millis(500)).await;
             stack.stop("keystone").await;
             stack.start("keystone").await;
+        },
+    )
+    .await;
+}
+
+/// The message bus (RabbitMQ) stops for thirty seconds as soon as Nova
+/// accepted the first evacuation, and starts again empty (Nova's queues
+/// are not durable): requests cast meanwhile are lost with it. Every
+/// instance must still end recovered: an evacuation Nova accepted and lost
+/// is found lost in Nova's records and asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(no_real_openstack, ignore = "set INSTANCEHA_REAL_OPENSTACK_CTL to run")]
+async fn message_bus_stopped_for_thirty_seconds_after_the_first_evacuation() {
+    host_failure_with(
+        "message_bus_stopped_for_thirty_seconds_after_the_first_evacuation",
+        |stack, records, instances| async move {
+            eventually(
+                "an evacuation accepted",
+                Duration::from_secs(60),
+                Duration::from_millis(50),
+                || async {
+                    for i in &instances {
+                        if !records.evacuations(&i.id).await.is_empty() {
+                            return Ok(());
+                        }
+                    }
+                    Err("none yet".to_owned())
+                },
+            )
+            .await;
+            stack.stop("rabbitmq").await;
+            // sleep: the message bus stays down for thirty seconds.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            stack.start("rabbitmq").await;
         },
     )
     .await;
