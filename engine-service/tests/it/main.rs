@@ -17,6 +17,7 @@ mod restarts;
 mod return_to_service;
 mod security;
 mod seed_plan;
+mod start_run;
 mod telemetry;
 mod volumes;
 mod watch;

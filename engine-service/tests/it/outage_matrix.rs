@@ -31,14 +31,14 @@ use std::time::Duration;
 
 use instanceha_engine::config::Settings as EngineSettings;
 use instanceha_engine::recovery::{
-    Engine, InstanceRef, InstanceResult, NotificationType, Reporter, RunEvent, RunKind, RunOutcome,
-    StartRun,
+    Engine, InstanceRef, InstanceResult, Reporter, RunEvent, RunKind, RunOutcome, StartRun,
 };
-use instanceha_engine::workflow::targets::RecoveryMethod;
 use openstack_client::OpenStack;
 use openstack_sim::scenario::{HostSpec, InstanceSpec};
 use openstack_sim::{ErrorBody, FaultEffect, FaultRule, FaultService, Scenario, Sim};
 use tokio_util::sync::CancellationToken;
+
+use crate::start_run::host_failure;
 
 const FAILED_HOST: &str = "compute-01";
 const SPARE_HOST: &str = "compute-02";
@@ -232,31 +232,9 @@ fn engine_from(settings: &EngineSettings) -> Engine {
     )
 }
 
+/// Run `attempt` of the failed host's recovery.
 fn start(kind: RunKind, attempt: u32, instances: Vec<InstanceRef>) -> StartRun {
-    StartRun {
-        run_id: format!("run-{attempt}").into(),
-        attempt,
-        run_kind: kind,
-        notification_id: "outage-matrix".to_owned(),
-        notification_type: NotificationType::ComputeHost,
-        hostname: FAILED_HOST.to_owned(),
-        payload: [
-            ("event", "STOPPED"),
-            ("host_status", "NORMAL"),
-            ("cluster_status", "OFFLINE"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-        generated_time: Some(chrono::Utc::now()),
-        segment_id: "segment-id".to_owned(),
-        segment_name: "segment".to_owned(),
-        recovery_method: RecoveryMethod::Auto,
-        service_type: "COMPUTE".to_owned(),
-        reserved_hosts: Vec::new(),
-        instances,
-        return_to_service: false,
-    }
+    host_failure(FAILED_HOST, kind, attempt, instances)
 }
 
 /// What a run reported: each instance's last result, the outcome.

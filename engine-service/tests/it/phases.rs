@@ -6,10 +6,7 @@
 use std::time::Duration;
 
 use instanceha_engine::config::Settings as EngineSettings;
-use instanceha_engine::recovery::{
-    Engine, NotificationType, Reporter, RunEvent, RunKind, RunOutcome, StartRun,
-};
-use instanceha_engine::workflow::targets::RecoveryMethod;
+use instanceha_engine::recovery::{Engine, Reporter, RunEvent, RunKind, RunOutcome};
 use instanceha_runtime::clock::Clock;
 use instanceha_runtime::telemetry::{TelemetrySettings, pipelines};
 use openstack_client::OpenStack;
@@ -17,6 +14,8 @@ use openstack_sim::scenario::{HostSpec, InstanceSpec, Settings};
 use openstack_sim::{Scenario, Sim};
 use opentelemetry::metrics::MeterProvider as _;
 use tokio_util::sync::CancellationToken;
+
+use crate::start_run::host_failure;
 
 const FAILED: &str = "compute-01";
 /// The engine's pause between taking the failed host's service down and
@@ -61,33 +60,6 @@ async fn engine(sim: &Sim, meter: &opentelemetry::metrics::Meter) -> Engine {
     engine
 }
 
-fn host_failure() -> StartRun {
-    StartRun {
-        run_id: "phases-1".to_owned().into(),
-        attempt: 1,
-        run_kind: RunKind::Recover,
-        notification_id: "phases".to_owned(),
-        notification_type: NotificationType::ComputeHost,
-        hostname: FAILED.to_owned(),
-        payload: [
-            ("event", "STOPPED"),
-            ("host_status", "NORMAL"),
-            ("cluster_status", "OFFLINE"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-        generated_time: Some(chrono::Utc::now()),
-        segment_id: "segment-id".to_owned(),
-        segment_name: "segment".to_owned(),
-        recovery_method: RecoveryMethod::Auto,
-        service_type: "COMPUTE".to_owned(),
-        reserved_hosts: Vec::new(),
-        instances: Vec::new(),
-        return_to_service: false,
-    }
-}
-
 /// The value of the sample `series` (name and labels as written) in the
 /// Prometheus text.
 fn sample(text: &str, series: &str) -> f64 {
@@ -110,7 +82,11 @@ async fn a_host_recovery_observes_each_phase_once() {
     let (reporter, mut events) = Reporter::new(clock.clone());
     let started = clock.now();
     engine
-        .run(host_failure(), reporter, CancellationToken::new())
+        .run(
+            host_failure(FAILED, RunKind::Recover, 1, Vec::new()),
+            reporter,
+            CancellationToken::new(),
+        )
         .await;
     let took = instanceha_runtime::clock::until(started, clock.now()).as_secs_f64();
     let mut outcome = None;
@@ -125,19 +101,7 @@ async fn a_host_recovery_observes_each_phase_once() {
     );
 
     // Scraped the way Prometheus does.
-    let addr = instanceha_runtime::telemetry::serve_registry(
-        pipelines.registry.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        &instanceha_runtime::connections::ConnectionBudget::unlimited(),
-    )
-    .await
-    .unwrap();
-    let text = reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = crate::telemetry::scrape(pipelines.registry.clone()).await;
     let mut phases = 0.0;
     for phase in [
         "instanceha_engine_first_evacuation_seconds",

@@ -168,22 +168,27 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
     every_nova_request_carries(&cloud.sim.request_log(before_report), trace);
 
     // The metrics, as Prometheus scrapes them.
+    let text = scrape(registry.clone()).await;
+    for expected in SCRAPED {
+        assert!(text.contains(expected), "{expected} missing from:\n{text}");
+    }
+}
+
+/// `registry`'s `/metrics` page, served and fetched as Prometheus scrapes it.
+pub(crate) async fn scrape(registry: prometheus::Registry) -> String {
     let addr = instanceha_runtime::telemetry::serve_registry(
-        registry.clone(),
+        registry,
         "127.0.0.1:0".parse().unwrap(),
         &instanceha_runtime::connections::ConnectionBudget::unlimited(),
     )
     .await
     .unwrap();
-    let text = reqwest::get(format!("http://{addr}/metrics"))
+    reqwest::get(format!("http://{addr}/metrics"))
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
-    for expected in SCRAPED {
-        assert!(text.contains(expected), "{expected} missing from:\n{text}");
-    }
+        .unwrap()
 }
 
 /// Every Nova request of the recovery carries the report's trace: the

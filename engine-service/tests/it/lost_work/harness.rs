@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use instanceha_engine::config::Settings as EngineSettings;
 use instanceha_engine::recovery::{
-    Engine, InstanceRef, InstanceResult, NotificationType, Reporter, RunEvent, RunKind, RunOutcome,
-    StartRun,
+    Engine, InstanceRef, InstanceResult, Reporter, RunEvent, RunOutcome, StartRun,
 };
-use instanceha_engine::workflow::targets::RecoveryMethod;
 use instanceha_proto::run::PriorState;
 use instanceha_runtime::clock::Clock;
 use openstack_client::OpenStack;
@@ -70,37 +68,7 @@ pub(super) async fn engine(sim: &Sim) -> Engine {
     engine
 }
 
-pub(super) fn start(
-    host: &str,
-    kind: RunKind,
-    attempt: u32,
-    instances: Vec<InstanceRef>,
-) -> StartRun {
-    StartRun {
-        run_id: format!("{host}-{attempt}").into(),
-        attempt,
-        run_kind: kind,
-        notification_id: format!("lost-work-{host}"),
-        notification_type: NotificationType::ComputeHost,
-        hostname: host.to_owned(),
-        payload: [
-            ("event", "STOPPED"),
-            ("host_status", "NORMAL"),
-            ("cluster_status", "OFFLINE"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-        generated_time: Some(chrono::Utc::now()),
-        segment_id: "segment-id".to_owned(),
-        segment_name: "segment".to_owned(),
-        recovery_method: RecoveryMethod::Auto,
-        service_type: "COMPUTE".to_owned(),
-        reserved_hosts: Vec::new(),
-        instances,
-        return_to_service: false,
-    }
-}
+pub(super) use crate::start_run::host_failure as start;
 
 /// What a run reported: each instance's result and steps, the outcome.
 #[derive(Debug, Default)]
