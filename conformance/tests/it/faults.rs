@@ -64,6 +64,25 @@ async fn nova_api_stopped_for_thirty_seconds_after_the_report() {
     .await;
 }
 
+/// Waits until Nova has accepted an evacuation of one of `instances` (its
+/// migration record exists).
+async fn first_evacuation(records: &Records, instances: &[Instance]) {
+    eventually(
+        "an evacuation accepted",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || async {
+            for i in instances {
+                if !records.evacuations(&i.id).await.is_empty() {
+                    return Ok(());
+                }
+            }
+            Err("none yet".to_owned())
+        },
+    )
+    .await;
+}
+
 /// What Nova made of each instance: lost (its evacuation accepted, never
 /// scheduled), failed by Nova itself (its rebuild died with the conductor
 /// and the instance is in error away from the failed host, which no
@@ -131,20 +150,7 @@ async fn nova_conductor_killed_mid_recovery() {
     stack.kill(&format!("nova-{failed}")).await;
     let started = Instant::now();
     let n = system.host_fenced(failed).await;
-    eventually(
-        "an evacuation under way",
-        Duration::from_secs(60),
-        Duration::from_millis(100),
-        || async {
-            for i in &instances {
-                if !records.evacuations(&i.id).await.is_empty() {
-                    return Ok(());
-                }
-            }
-            Err("none yet".to_owned())
-        },
-    )
-    .await;
+    first_evacuation(&records, &instances).await;
     stack.kill("nova-conductor").await;
     // sleep: nova-conductor stays dead for ten seconds.
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -231,20 +237,7 @@ async fn message_bus_stopped_for_thirty_seconds_after_the_first_evacuation() {
     host_failure_with(
         "message_bus_stopped_for_thirty_seconds_after_the_first_evacuation",
         |stack, records, instances| async move {
-            eventually(
-                "an evacuation accepted",
-                Duration::from_secs(60),
-                Duration::from_millis(50),
-                || async {
-                    for i in &instances {
-                        if !records.evacuations(&i.id).await.is_empty() {
-                            return Ok(());
-                        }
-                    }
-                    Err("none yet".to_owned())
-                },
-            )
-            .await;
+            first_evacuation(&records, &instances).await;
             stack.stop("rabbitmq").await;
             // sleep: the message bus stays down for thirty seconds.
             tokio::time::sleep(Duration::from_secs(30)).await;
