@@ -89,18 +89,11 @@ impl Tabular for Host {
         "updated_at",
     ];
 
+    /// The table's columns, then the times.
     fn values(&self) -> Vec<String> {
-        vec![
-            self.id.clone(),
-            self.name.clone(),
-            self.segment_id.clone(),
-            self.host_type.clone(),
-            text(&self.control_attributes),
-            self.reserved.to_string(),
-            self.on_maintenance.to_string(),
-            when(self.created_at),
-            when(self.updated_at),
-        ]
+        let mut values = self.row();
+        values.extend([when(self.created_at), when(self.updated_at)]);
+        values
     }
 }
 
