@@ -77,6 +77,9 @@ pub async fn assert_recovered(
     notification: &pb::Notification,
     vmoves: &[pb::Vmove],
 ) {
+    if notification.status != pb::NotificationStatus::Finished as i32 {
+        print_nova_view(records, instances, vmoves).await;
+    }
     assert_eq!(
         pb::NotificationStatus::try_from(notification.status),
         Ok(pb::NotificationStatus::Finished),
@@ -84,6 +87,41 @@ pub async fn assert_recovered(
         notification.message
     );
     assert_moved(records, failed, instances, vmoves).await;
+}
+
+/// What Nova shows of each of `instances` (the server, its evacuation
+/// migrations) beside its vmove: printed when a recovery did not finish, so
+/// that a failure on a shared machine can be explained from its log alone.
+async fn print_nova_view(records: &Records, instances: &[Instance], vmoves: &[pb::Vmove]) {
+    for i in instances {
+        let vmove = vmoves.iter().find(|v| v.instance_id == i.id);
+        eprintln!(
+            "{}: vmove {:?}: {}",
+            i.name,
+            vmove.map(|v| pb::VmoveStatus::try_from(v.status)),
+            vmove.map(|v| v.message.as_str()).unwrap_or("none")
+        );
+        match records
+            .nova(Method::GET, &format!("/servers/{}", i.id), None)
+            .await
+        {
+            Ok(v) => {
+                let s = &v["server"];
+                eprintln!(
+                    "  server: status {} vm_state {} task_state {} host {} fault {}",
+                    s["status"],
+                    s["OS-EXT-STS:vm_state"],
+                    s["OS-EXT-STS:task_state"],
+                    s["OS-EXT-SRV-ATTR:host"],
+                    s["fault"]
+                );
+            }
+            Err(e) => eprintln!("  server: unreadable: {e}"),
+        }
+        for m in records.evacuations(&i.id).await {
+            eprintln!("  evacuation: {m}");
+        }
+    }
 }
 
 /// Each of `instances` recovered off `failed`, as Nova, Cinder and

@@ -4,6 +4,7 @@
 //! restore its state, and unlock it if the engine locked it, also when
 //! anything failed. Every failure names its step and cause.
 
+use super::failed_evacuation::AfterFailed;
 use super::host::Slot;
 use super::lost::Lost;
 use super::migrations::MigrationWatch;
@@ -402,30 +403,26 @@ impl Run {
                         return self.finish(id, dest_host, preparation).await;
                     }
                     Followed::Settled(Verdict::Failed(reason)) => {
-                        if last && !asked_again && self.still_on_source(id, &source).await? {
-                            // Nova ended this evacuation (its migration
-                            // failed: a MessagingTimeout when nova-conductor
-                            // died under it, say) and nothing runs on its
-                            // behalf any more: asking again cannot make two
-                            // copies. Once.
-                            self.reporter.step(
-                                id,
-                                "evacuate",
-                                format!("{reason}; it is still on {source}: asking once more"),
-                            );
-                            asked_again = true;
-                            was_error = true;
-                            continue;
+                        match self
+                            .after_failed(id, &source, reason, last, asked_again)
+                            .await?
+                        {
+                            AfterFailed::AskAgain => {
+                                asked_again = true;
+                                was_error = true;
+                                continue;
+                            }
+                            AfterFailed::Fail(failure) if last => {
+                                return Ok(failed(with_earlier(failure, &failures)));
+                            }
+                            AfterFailed::Fail(failure) => {
+                                failures.push(format!("{target}: {failure}"));
+                                // A failed evacuation may leave the instance
+                                // in error; Nova evacuates error instances too.
+                                was_error = true;
+                                continue 'targets;
+                            }
                         }
-                        let failure = StepFailure::on_target("verify", reason);
-                        if last {
-                            return Ok(failed(with_earlier(failure, &failures)));
-                        }
-                        failures.push(format!("{target}: {failure}"));
-                        // A failed evacuation may leave the instance in
-                        // error; Nova evacuates error instances too.
-                        was_error = true;
-                        continue 'targets;
                     }
                     Followed::Gone => return Ok(gone()),
                     other => {
@@ -480,16 +477,6 @@ impl Run {
             return self.clear_blocking_volumes(id, server).await;
         }
         Ok(Ok(()))
-    }
-
-    /// Whether Nova shows `id` settled, with no task, on the failed host
-    /// `source` (a failed evacuation left it there); a failed read counts
-    /// as no.
-    async fn still_on_source(&self, id: &str, source: &str) -> Result<bool, Cancelled> {
-        Ok(match self.or_cancel(self.openstack().server(id)).await? {
-            Ok(server) => evacuation::left_on_source(source, &server),
-            Err(_) => false,
-        })
     }
 
     /// Whether Cinder is in the catalog (without it, boot-from-volume

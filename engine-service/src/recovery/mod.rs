@@ -5,6 +5,7 @@
 
 mod devices;
 mod evacuate;
+mod failed_evacuation;
 mod failed_host;
 mod follow;
 mod host;

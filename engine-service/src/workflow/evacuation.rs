@@ -211,11 +211,33 @@ pub fn in_flight(m: &Migration) -> bool {
     )
 }
 
-/// Whether a failed evacuation left the server on the failed host `source`
-/// with no task: nothing in Nova acts on it any more, so it can be
-/// evacuated again without making a second copy.
-pub fn left_on_source(source: &str, server: &Server) -> bool {
-    server.host.as_deref() == Some(source) && server.task_state.is_none()
+/// Where an evacuation Nova failed left the server, as Nova records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeftAfterFailure {
+    /// On the failed host with no task: nothing in Nova acts on it any
+    /// more, so evacuating it again cannot make a second copy.
+    OnSource,
+    /// On the failed host, its task still set (named): Nova has not
+    /// finished recording the failure. The destination's nova-compute saves
+    /// the migration `failed` first, then releases its Placement
+    /// allocation and sends its notifications, and only then clears the
+    /// task (`rebuild_instance`, `_error_out_instance_on_exception`): read
+    /// again.
+    Settling(String),
+    /// On another host (named): a guest may run there; never evacuated
+    /// again.
+    Elsewhere(String),
+}
+
+/// Where the evacuation of `server` away from the failed host `source`,
+/// which Nova failed, left it.
+pub fn left_after_failure(source: &str, server: &Server) -> LeftAfterFailure {
+    match (server.host.as_deref(), server.task_state.as_deref()) {
+        (Some(host), _) if host != source => LeftAfterFailure::Elsewhere(host.to_owned()),
+        (None, _) => LeftAfterFailure::Elsewhere("no host".to_owned()),
+        (Some(_), None) => LeftAfterFailure::OnSource,
+        (Some(_), Some(task)) => LeftAfterFailure::Settling(task.to_owned()),
+    }
 }
 
 /// Whether the server shows an evacuation in flight (a task from an earlier
@@ -389,19 +411,27 @@ mod tests {
 
     #[test]
     fn only_a_settled_instance_on_the_failed_host_is_asked_again() {
-        assert!(left_on_source(
-            "compute-01",
-            &server("error", None, "compute-01")
-        ));
-        // Moved, or Nova still working on it: never again.
-        assert!(!left_on_source(
-            "compute-01",
-            &server("error", None, "compute-02")
-        ));
-        assert!(!left_on_source(
-            "compute-01",
-            &server("active", Some("rebuilding"), "compute-01")
-        ));
+        let left =
+            |vm_state, task, host| left_after_failure("compute-01", &server(vm_state, task, host));
+        assert_eq!(
+            left("error", None, "compute-01"),
+            LeftAfterFailure::OnSource
+        );
+        // A claim refused on the destination keeps the vm state.
+        assert_eq!(
+            left("active", None, "compute-01"),
+            LeftAfterFailure::OnSource
+        );
+        // Nova still recording the failure: read again.
+        assert_eq!(
+            left("active", Some("rebuilding"), "compute-01"),
+            LeftAfterFailure::Settling("rebuilding".into())
+        );
+        // Moved: never again.
+        assert_eq!(
+            left("error", None, "compute-02"),
+            LeftAfterFailure::Elsewhere("compute-02".into())
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use instanceha_proto::v1 as pb;
-use openstack_sim::scenario::{HostSpec, InstanceSpec};
+use openstack_sim::scenario::{HostSpec, InstanceSpec, Settings};
 use openstack_sim::{ErrorBody, EvacuationFailure, FaultEffect, FaultRule, FaultService, Scenario};
 
 use instanceha_testkit::check::assert_honest;
@@ -35,9 +35,22 @@ fn not_found() -> FaultEffect {
 /// One instance on compute-01 whose evacuation Nova will fail, at a speed
 /// where the rebuild takes about 0.6 s.
 async fn cloud(victim: InstanceSpec) -> (Cloud, String) {
+    cloud_where(victim, |_| {}).await
+}
+
+/// [`cloud`], where Nova fails every evacuation the same way.
+async fn cloud_failing_every_time(victim: InstanceSpec) -> (Cloud, String) {
+    cloud_where(victim, |s| s.failure_probability.compute = 1.0).await
+}
+
+async fn cloud_where(
+    victim: InstanceSpec,
+    configure: impl FnOnce(&mut Settings),
+) -> (Cloud, String) {
     let scenario = Scenario::builder()
         .speed(10.0)
         .seed(5)
+        .configure(configure)
         .host(HostSpec::new("compute-01"))
         .host(HostSpec::new("compute-02"))
         .instance(victim)
@@ -141,7 +154,8 @@ async fn a_keystone_404_is_not_taken_for_a_deleted_instance() {
 /// three in a row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_spurious_404_on_a_server_read_does_not_end_a_failed_evacuation_finished() {
-    let (mut cloud, id) = cloud(InstanceSpec::new("victim", "compute-01").ha(true)).await;
+    let (mut cloud, id) =
+        cloud_failing_every_time(InstanceSpec::new("victim", "compute-01").ha(true)).await;
     let n = cloud.host_fails("compute-01").await;
     evacuation_requested(&cloud, &id).await;
     cloud
@@ -156,25 +170,48 @@ async fn one_spurious_404_on_a_server_read_does_not_end_a_failed_evacuation_fini
             .times(1),
         )
         .unwrap();
-    // The engine asks once more after a failed evacuation that left the
-    // instance on the failed host: that one fails too.
-    cloud
-        .sim
-        .set_evacuation_failure(&id, Some(EvacuationFailure::Compute))
-        .unwrap();
     ends_failed(&mut cloud, &n).await;
 }
 
 /// Nova ends an evacuation `failed` and leaves the instance in error on the
-/// failed host (real Nova does so when nova-conductor dies under the
-/// rebuild: a MessagingTimeout, see conformance/): nothing acts on it any
-/// more, so the engine asks once more, and only once.
+/// failed host (real Nova does so when nova-conductor or the message bus
+/// goes away under the rebuild: a MessagingTimeout, see conformance/):
+/// nothing acts on it any more, so the engine asks once more at once, and
+/// a later run again while `dispatch.retry_window` is open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_evacuation_left_on_the_failed_host_is_asked_once_more() {
-    let (mut first, id) = cloud(InstanceSpec::new("victim", "compute-01").ha(true)).await;
-    let n = first.host_fails("compute-01").await;
-    let n = first.terminal(&n.id, PATIENCE).await;
-    let vmoves = first.vmoves(&n.id).await;
+async fn a_failed_evacuation_left_on_the_failed_host_is_asked_again() {
+    // Failed once: asked once more, recovered.
+    let (mut once, id) = cloud(InstanceSpec::new("victim", "compute-01").ha(true)).await;
+    let n = once.host_fails("compute-01").await;
+    ends_recovered(&mut once, &n).await;
+    assert_eq!(once.accepted_evacuations(&id), 2);
+
+    // Failed twice: the run's failure may pass, and a later run recovers it.
+    let (mut twice, id) = cloud(InstanceSpec::new("victim", "compute-01").ha(true)).await;
+    let n = twice.host_fails("compute-01").await;
+    evacuation_requested(&twice, &id).await;
+    twice
+        .sim
+        .set_evacuation_failure(&id, Some(EvacuationFailure::Compute))
+        .unwrap();
+    ends_recovered(&mut twice, &n).await;
+    assert_eq!(twice.accepted_evacuations(&id), 3);
+
+    // Failed every time: asked in more than one run, then an honest failure
+    // once the retry window has closed.
+    let (mut always, id) =
+        cloud_failing_every_time(InstanceSpec::new("victim", "compute-01").ha(true)).await;
+    let n = always.host_fails("compute-01").await;
+    ends_failed(&mut always, &n).await;
+    let asked = always.accepted_evacuations(&id);
+    assert!(asked >= 3, "asked {asked} times");
+}
+
+/// The instance recovered: active on compute-02, the notification
+/// finished.
+async fn ends_recovered(cloud: &mut Cloud, n: &pb::Notification) {
+    let n = cloud.terminal(&n.id, PATIENCE).await;
+    let vmoves = cloud.vmoves(&n.id).await;
     assert_honest(&n, &vmoves);
     assert_eq!(
         status(&n),
@@ -182,21 +219,9 @@ async fn a_failed_evacuation_left_on_the_failed_host_is_asked_once_more() {
         "{}",
         n.message
     );
-    assert_eq!(first.accepted_evacuations(&id), 2);
-    let server = first.server("victim");
+    let server = cloud.server("victim");
     assert_eq!(
         (server.vm_state.as_str(), server.host.as_deref()),
         ("active", Some("compute-02"))
     );
-
-    // Failing every time: two requests, then an honest failure.
-    let (mut again, id) = cloud(InstanceSpec::new("victim", "compute-01").ha(true)).await;
-    let n = again.host_fails("compute-01").await;
-    evacuation_requested(&again, &id).await;
-    again
-        .sim
-        .set_evacuation_failure(&id, Some(EvacuationFailure::Compute))
-        .unwrap();
-    ends_failed(&mut again, &n).await;
-    assert_eq!(again.accepted_evacuations(&id), 2);
 }
