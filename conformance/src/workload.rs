@@ -251,6 +251,7 @@ async fn volume_in_use_on(records: &Records, volume: &str, host: &str) -> Result
 pub async fn restore(records: &Records, stack: &Stack, host: &str, instances: &[Instance]) {
     let process = format!("nova-{host}");
     stack.start(&process).await;
+    complete_evacuation_records(records, stack, host).await;
     records.restore_compute(host).await;
     for i in instances {
         eventually(
@@ -268,6 +269,40 @@ pub async fn restore(records: &Records, stack: &Stack, host: &str, instances: &[
             },
         )
         .await;
+    }
+}
+
+/// Waits until no evacuation away from `host` stays `done`, starting its
+/// nova-compute again when one does. Nova refuses to force a host up while
+/// one does, and each start of its nova-compute marks at most one
+/// evacuation per instance `completed` (`_destroy_evacuated_instances`
+/// keys them by instance): an instance whose lost evacuation was repaired
+/// has two records, and its host needs a second start.
+async fn complete_evacuation_records(records: &Records, stack: &Stack, host: &str) {
+    let process = format!("nova-{host}");
+    for _ in 0..3 {
+        let completed = until(Duration::from_secs(30), Duration::from_secs(1), || async {
+            let done = records
+                .nova(
+                    Method::GET,
+                    &format!(
+                        "/os-migrations?source_compute={host}&migration_type=evacuation&status=done"
+                    ),
+                    None,
+                )
+                .await
+                .ok()?;
+            done["migrations"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
+                .then_some(())
+        })
+        .await;
+        if completed.is_ok() {
+            return;
+        }
+        stack.kill(&process).await;
+        stack.start(&process).await;
     }
 }
 

@@ -24,6 +24,14 @@ pub type Migrations = Arc<HashMap<String, Migration>>;
 /// Nova's clock and ours may differ; ask for a little overlap.
 const OVERLAP: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 
+/// Every this many polls the read is whole, not only what changed: Nova's
+/// `changes-since` compares `updated_at`, which stays NULL until a
+/// nova-compute claims the migration, so an evacuation accepted after the
+/// previous read and lost before any claim (its destination's nova-compute
+/// killed as it received it, measured on real Nova) would never be seen,
+/// and never judged lost.
+const WHOLE_READ_EVERY: u64 = 20;
+
 pub struct MigrationWatch {
     receiver: watch::Receiver<Migrations>,
     /// Each instance's newest evacuation that existed before this run: an
@@ -191,9 +199,13 @@ async fn poll(
     mut known: HashMap<String, Migration>,
     sender: watch::Sender<Migrations>,
 ) {
+    let mut polls: u64 = 0;
     loop {
         tokio::time::sleep(interval).await;
-        let since = cursor.map(|c| c - OVERLAP);
+        polls += 1;
+        let since = cursor
+            .filter(|_| !polls.is_multiple_of(WHOLE_READ_EVERY))
+            .map(|c| c - OVERLAP);
         let migrations = match openstack.evacuations_from(&source, since).await {
             Ok(migrations) => migrations,
             Err(e) => {

@@ -170,6 +170,35 @@ async fn rebuilds_frozen_by_a_killed_destination_compute_are_repaired() {
     }
 }
 
+/// The destination's nova-compute is killed while a rebuild is still
+/// claiming (real Nova: `compute_rebuild_instance` started, the migration
+/// still `accepted` with no destination) and started again 20 s later:
+/// that rebuild is frozen and repaired once stalled, the others run.
+#[tokio::test(start_paused = true)]
+async fn a_rebuild_frozen_before_its_claim_is_repaired() {
+    let sim = Sim::start(scenario(4, 0), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let engine = engine(&sim).await;
+    sim.power_off(FAILED).unwrap();
+    let recovery = run(&engine, start(FAILED, RunKind::Recover, 1, Vec::new()));
+    let kill = async {
+        until(&sim, "a rebuild claiming", |w| {
+            w.evacuations
+                .iter()
+                .any(|e| e.source == FAILED && e.phase == EvacuationPhase::Claiming)
+        })
+        .await;
+        sim.kill_compute(FIRST, Some(20.0)).unwrap();
+    };
+    let (ran, ()) = tokio::join!(recovery, kill);
+    let ids = ids_on(&sim, "vm-");
+    assert!(sim.stats().lost >= 1, "one frozen at least");
+    assert!(ran.failed().is_empty(), "{:?}", ran.failed());
+    assert_all_recovered(&sim, &ids, &[]);
+    sim.shutdown().await;
+}
+
 /// Safety: a rebuild caught spawning on a destination that is merely down
 /// (not forced down) may have a guest running there. It is never evacuated
 /// again, however long, until that destination's nova-compute is forced
