@@ -249,10 +249,7 @@ async fn volume_in_use_on(records: &Records, volume: &str, host: &str) -> Result
 /// settles its `done` evacuations), puts it back in service, and checks
 /// that Placement then holds each instance on its new host only.
 pub async fn restore(records: &Records, stack: &Stack, host: &str, instances: &[Instance]) {
-    let process = format!("nova-{host}");
-    stack.start(&process).await;
-    complete_evacuation_records(records, stack, host).await;
-    records.restore_compute(host).await;
+    restore_host(records, stack, host).await;
     for i in instances {
         eventually(
             &format!("{}: allocations on its new host only", i.name),
@@ -270,6 +267,15 @@ pub async fn restore(records: &Records, stack: &Stack, host: &str, instances: &[
         )
         .await;
     }
+}
+
+/// The failed `host` back in service: its nova-compute started, Nova's
+/// evacuation records away from it completed, the service forced up and
+/// enabled.
+pub async fn restore_host(records: &Records, stack: &Stack, host: &str) {
+    stack.start(&format!("nova-{host}")).await;
+    complete_evacuation_records(records, stack, host).await;
+    records.restore_compute(host).await;
 }
 
 /// Waits until no evacuation away from `host` stays `done`, starting its

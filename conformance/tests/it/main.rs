@@ -6,6 +6,7 @@
 
 mod failures;
 mod faults;
+mod lost_work;
 mod sim_vs_real;
 
 use std::sync::LazyLock;
