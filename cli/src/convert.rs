@@ -27,103 +27,47 @@ pub fn time(ts: Option<Timestamp>) -> Option<DateTime<Utc>> {
 
 // ---- enums --------------------------------------------------------------------
 
+// The model's one conversion (`instanceha_proto::model`); a value this CLI
+// does not know (or an unspecified one) reads as `None`.
+
 pub fn recovery_method_pb(method: RecoveryMethod) -> pb::RecoveryMethod {
-    match method {
-        RecoveryMethod::Auto => pb::RecoveryMethod::Auto,
-        RecoveryMethod::ReservedHost => pb::RecoveryMethod::ReservedHost,
-        RecoveryMethod::AutoPriority => pb::RecoveryMethod::AutoPriority,
-        RecoveryMethod::RhPriority => pb::RecoveryMethod::RhPriority,
-    }
+    method.into()
 }
 
 pub fn recovery_method(value: i32) -> Option<RecoveryMethod> {
-    match pb::RecoveryMethod::try_from(value).ok()? {
-        pb::RecoveryMethod::Unspecified => None,
-        pb::RecoveryMethod::Auto => Some(RecoveryMethod::Auto),
-        pb::RecoveryMethod::ReservedHost => Some(RecoveryMethod::ReservedHost),
-        pb::RecoveryMethod::AutoPriority => Some(RecoveryMethod::AutoPriority),
-        pb::RecoveryMethod::RhPriority => Some(RecoveryMethod::RhPriority),
-    }
+    RecoveryMethod::from_wire("recovery_method", value).ok()
 }
 
 pub fn notification_type_pb(kind: NotificationType) -> pb::NotificationType {
-    match kind {
-        NotificationType::ComputeHost => pb::NotificationType::ComputeHost,
-        NotificationType::Process => pb::NotificationType::Process,
-        NotificationType::Vm => pb::NotificationType::Vm,
-    }
+    kind.into()
 }
 
 pub fn notification_type(value: i32) -> Option<NotificationType> {
-    match pb::NotificationType::try_from(value).ok()? {
-        pb::NotificationType::Unspecified => None,
-        pb::NotificationType::ComputeHost => Some(NotificationType::ComputeHost),
-        pb::NotificationType::Process => Some(NotificationType::Process),
-        pb::NotificationType::Vm => Some(NotificationType::Vm),
-    }
+    NotificationType::from_wire("type", value).ok()
 }
 
 pub fn notification_status_pb(status: NotificationStatus) -> pb::NotificationStatus {
-    match status {
-        NotificationStatus::New => pb::NotificationStatus::New,
-        NotificationStatus::Running => pb::NotificationStatus::Running,
-        NotificationStatus::Error => pb::NotificationStatus::Error,
-        NotificationStatus::Failed => pb::NotificationStatus::Failed,
-        NotificationStatus::Ignored => pb::NotificationStatus::Ignored,
-        NotificationStatus::Finished => pb::NotificationStatus::Finished,
-    }
+    status.into()
 }
 
 pub fn notification_status(value: i32) -> Option<NotificationStatus> {
-    match pb::NotificationStatus::try_from(value).ok()? {
-        pb::NotificationStatus::Unspecified => None,
-        pb::NotificationStatus::New => Some(NotificationStatus::New),
-        pb::NotificationStatus::Running => Some(NotificationStatus::Running),
-        pb::NotificationStatus::Error => Some(NotificationStatus::Error),
-        pb::NotificationStatus::Failed => Some(NotificationStatus::Failed),
-        pb::NotificationStatus::Ignored => Some(NotificationStatus::Ignored),
-        pb::NotificationStatus::Finished => Some(NotificationStatus::Finished),
-    }
+    NotificationStatus::from_wire("status", value).ok()
 }
 
 pub fn vmove_status_pb(status: VmoveStatus) -> pb::VmoveStatus {
-    match status {
-        VmoveStatus::Pending => pb::VmoveStatus::Pending,
-        VmoveStatus::Ongoing => pb::VmoveStatus::Ongoing,
-        VmoveStatus::Succeeded => pb::VmoveStatus::Succeeded,
-        VmoveStatus::Failed => pb::VmoveStatus::Failed,
-        VmoveStatus::Ignored => pb::VmoveStatus::Ignored,
-    }
+    status.into()
 }
 
 pub fn vmove_status(value: i32) -> Option<VmoveStatus> {
-    match pb::VmoveStatus::try_from(value).ok()? {
-        pb::VmoveStatus::Unspecified => None,
-        pb::VmoveStatus::Pending => Some(VmoveStatus::Pending),
-        pb::VmoveStatus::Ongoing => Some(VmoveStatus::Ongoing),
-        pb::VmoveStatus::Succeeded => Some(VmoveStatus::Succeeded),
-        pb::VmoveStatus::Failed => Some(VmoveStatus::Failed),
-        pb::VmoveStatus::Ignored => Some(VmoveStatus::Ignored),
-    }
+    VmoveStatus::from_wire("status", value).ok()
 }
 
 pub fn vmove_type_pb(kind: VmoveType) -> pb::VmoveType {
-    match kind {
-        VmoveType::Evacuation => pb::VmoveType::Evacuation,
-        VmoveType::Migration => pb::VmoveType::Migration,
-        VmoveType::LiveMigration => pb::VmoveType::LiveMigration,
-        VmoveType::Restart => pb::VmoveType::Restart,
-    }
+    kind.into()
 }
 
 pub fn vmove_type(value: i32) -> Option<VmoveType> {
-    match pb::VmoveType::try_from(value).ok()? {
-        pb::VmoveType::Unspecified => None,
-        pb::VmoveType::Evacuation => Some(VmoveType::Evacuation),
-        pb::VmoveType::Migration => Some(VmoveType::Migration),
-        pb::VmoveType::LiveMigration => Some(VmoveType::LiveMigration),
-        pb::VmoveType::Restart => Some(VmoveType::Restart),
-    }
+    VmoveType::from_wire("type", value).ok()
 }
 
 // ---- responses ----------------------------------------------------------------

@@ -4,126 +4,17 @@
 //! here; `convert` is the only place that translates.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use chrono::{DateTime, Utc};
-use clap::ValueEnum;
 use serde::Serialize;
 
-/// Writes the name clap uses for a `ValueEnum` value (the same name serde
-/// prints).
-fn write_value_name<T: ValueEnum>(value: &T, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    match value.to_possible_value() {
-        Some(possible) => f.write_str(possible.get_name()),
-        None => f.write_str("?"),
-    }
-}
-
-macro_rules! display_as_value_name {
-    ($($name:ident),*) => {
-        $(impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write_value_name(self, f)
-            }
-        })*
-    };
-}
-
-/// What becomes of a segment's fenced host that comes back healthy: the
-/// model's own enum (`manual`, `auto`).
-pub use instanceha_proto::model::ReturnToService;
-
-/// How a failover segment recovers the instances of a failed host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
-pub enum RecoveryMethod {
-    /// Evacuate to any host Nova's scheduler picks.
-    Auto,
-    /// Evacuate to a reserved host of the segment.
-    ReservedHost,
-    /// `auto` first; `reserved_host` if that fails.
-    AutoPriority,
-    /// `reserved_host` first; `auto` if that fails.
-    RhPriority,
-}
-
-/// What a monitoring agent reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[value(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum NotificationType {
-    /// A compute host failed.
-    ComputeHost,
-    /// A process (for example nova-compute) failed.
-    Process,
-    /// An instance failed.
-    Vm,
-}
-
-/// new -> running -> finished | failed | ignored, and running -> error ->
-/// running.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
-pub enum NotificationStatus {
-    New,
-    Running,
-    Error,
-    Failed,
-    Ignored,
-    Finished,
-}
-
-impl NotificationStatus {
-    /// A notification in a terminal status changes no more.
-    pub fn is_terminal(self) -> bool {
-        match self {
-            Self::Failed | Self::Ignored | Self::Finished => true,
-            Self::New | Self::Running | Self::Error => false,
-        }
-    }
-}
-
-/// pending -> ongoing -> succeeded | failed | ignored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
-pub enum VmoveStatus {
-    Pending,
-    Ongoing,
-    Succeeded,
-    Failed,
-    Ignored,
-}
-
-impl VmoveStatus {
-    pub fn is_terminal(self) -> bool {
-        match self {
-            Self::Succeeded | Self::Failed | Self::Ignored => true,
-            Self::Pending | Self::Ongoing => false,
-        }
-    }
-}
-
-/// How an instance is recovered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
-pub enum VmoveType {
-    Evacuation,
-    Migration,
-    LiveMigration,
-    Restart,
-}
-
-display_as_value_name!(
-    RecoveryMethod,
-    NotificationType,
-    NotificationStatus,
-    VmoveStatus,
-    VmoveType
-);
+/// The model's enums, one definition for the API, the engine and the CLI
+/// (`instanceha_proto::model`): operators type and read their Masakari
+/// names, and `--help` lists each value with what it means.
+pub use instanceha_proto::model::{
+    NotificationStatus, NotificationType, RecoveryMethod, ReturnToService,
+    VMoveStatus as VmoveStatus, VMoveType as VmoveType,
+};
 
 // ---- records ------------------------------------------------------------------
 //
@@ -334,6 +225,7 @@ pub struct VmoveFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::ValueEnum;
 
     #[test]
     fn enums_print_as_operators_type_them() {
@@ -371,7 +263,7 @@ mod tests {
         assert_eq!(terminal, ["failed", "ignored", "finished"]);
         let terminal: Vec<_> = VmoveStatus::value_variants()
             .iter()
-            .filter(|s| s.is_terminal())
+            .filter(|s| s.is_resolved())
             .map(ToString::to_string)
             .collect();
         assert_eq!(terminal, ["succeeded", "failed", "ignored"]);

@@ -17,13 +17,13 @@ macro_rules! model_enum {
     (
         $(#[$doc:meta])*
         $name:ident => $wire:ident {
-            $( $(#[$vdoc:meta])* $variant:ident = $text:literal, )+
+            $( $(#[doc = $vdoc:literal])* $variant:ident = $text:literal, )+
         }
     ) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum $name {
-            $( $(#[$vdoc])* $variant, )+
+            $( $(#[doc = $vdoc])* $variant, )+
         }
 
         impl $name {
@@ -34,6 +34,14 @@ macro_rules! model_enum {
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Self::$variant => $text,)+
+                }
+            }
+
+            /// What the value means (its doc comment, one line; empty for
+            /// a value that needs none): the CLI's help for it.
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $(Self::$variant => concat!("" $(, $vdoc)*).trim_ascii(),)+
                 }
             }
 
@@ -86,7 +94,11 @@ macro_rules! model_enum {
             }
 
             fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-                Some(clap::builder::PossibleValue::new(self.as_str()))
+                let value = clap::builder::PossibleValue::new(self.as_str());
+                Some(match self.meaning() {
+                    "" => value,
+                    meaning => value.help(meaning.trim_end_matches('.')),
+                })
             }
         }
     };
@@ -219,6 +231,20 @@ model_enum! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_means_what_its_doc_says_on_one_line() {
+        assert_eq!(
+            RecoveryMethod::AutoPriority.meaning(),
+            "`auto`, then `reserved_host` if that fails."
+        );
+        assert_eq!(
+            VMoveType::Restart.meaning(),
+            "An instance-failure recovery: stop, start, confirm active."
+        );
+        // Undocumented values mean nothing more than their name.
+        assert_eq!(NotificationStatus::New.meaning(), "");
+    }
 
     #[test]
     fn every_value_round_trips_its_name_and_the_wire() {

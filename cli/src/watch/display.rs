@@ -327,7 +327,7 @@ impl LiveBars {
         };
         bar.set_prefix(vmove.instance_label().to_owned());
         let message = instance_message(vmove);
-        if vmove.status.is_some_and(VmoveStatus::is_terminal) {
+        if vmove.status.is_some_and(VmoveStatus::is_resolved) {
             bar.set_style(instance_done_style());
             bar.finish_with_message(message);
         } else {

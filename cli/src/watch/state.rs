@@ -169,7 +169,7 @@ impl WatchState {
         let done = self
             .vmoves
             .iter()
-            .filter(|v| v.status.is_some_and(VmoveStatus::is_terminal))
+            .filter(|v| v.status.is_some_and(VmoveStatus::is_resolved))
             .count();
         (done, self.vmoves.len())
     }
