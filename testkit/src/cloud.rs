@@ -183,16 +183,8 @@ impl Cloud {
     /// Powers `host` off in the simulator and reports it fenced.
     pub async fn host_fails(&mut self, host: &str) -> pb::Notification {
         self.sim.power_off(host).unwrap();
-        self.report(
-            pb::NotificationType::ComputeHost,
-            host,
-            &[
-                ("event", "STOPPED"),
-                ("host_status", "NORMAL"),
-                ("cluster_status", "OFFLINE"),
-            ],
-        )
-        .await
+        self.report(pb::NotificationType::ComputeHost, host, &FENCED_HOST)
+            .await
     }
 
     /// How many evacuations of `instance_id` Nova has accepted.
@@ -429,4 +421,20 @@ pub async fn until_terminal(
         }
     })
     .await
+}
+
+/// The payload of a fenced host's report (what hostmonitor sends once the
+/// host is fenced: STOPPED, NORMAL, OFFLINE).
+pub const FENCED_HOST: [(&str, &str); 3] = [
+    ("event", "STOPPED"),
+    ("host_status", "NORMAL"),
+    ("cluster_status", "OFFLINE"),
+];
+
+/// [`FENCED_HOST`] as a request's or a run's payload map.
+pub fn fenced_host_payload<C: FromIterator<(String, String)>>() -> C {
+    FENCED_HOST
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }

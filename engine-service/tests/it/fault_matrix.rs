@@ -536,14 +536,7 @@ async fn run_scenario(spec: Spec, dir: &Path) -> Outcome {
             r#type: pb::NotificationType::ComputeHost as i32,
             hostname: FAILED_HOST.into(),
             generated_time: Some(instanceha_testkit::cloud::now()),
-            payload: [
-                ("event", "STOPPED"),
-                ("host_status", "NORMAL"),
-                ("cluster_status", "OFFLINE"),
-            ]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+            payload: instanceha_testkit::cloud::fenced_host_payload(),
             idempotency_key: String::new(),
         }
     };

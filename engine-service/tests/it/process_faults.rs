@@ -566,14 +566,7 @@ impl Client {
                 r#type: pb::NotificationType::ComputeHost as i32,
                 hostname: "compute-01".into(),
                 generated_time: Some(instanceha_testkit::cloud::now()),
-                payload: [
-                    ("event", "STOPPED"),
-                    ("host_status", "NORMAL"),
-                    ("cluster_status", "OFFLINE"),
-                ]
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+                payload: instanceha_testkit::cloud::fenced_host_payload(),
                 idempotency_key: String::new(),
             })
             .await

@@ -115,14 +115,7 @@ async fn two_reports_for_one_host_make_one_recovery() {
             r#type: pb::NotificationType::ComputeHost as i32,
             hostname: FAILED_HOST.into(),
             generated_time: Some(at),
-            payload: [
-                ("event", "STOPPED"),
-                ("host_status", "NORMAL"),
-                ("cluster_status", "OFFLINE"),
-            ]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+            payload: instanceha_testkit::cloud::fenced_host_payload(),
             idempotency_key: String::new(),
         }
     };

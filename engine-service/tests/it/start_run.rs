@@ -20,14 +20,7 @@ pub fn host_failure(
         notification_id: format!("{host}-failure"),
         notification_type: NotificationType::ComputeHost,
         hostname: host.to_owned(),
-        payload: [
-            ("event", "STOPPED"),
-            ("host_status", "NORMAL"),
-            ("cluster_status", "OFFLINE"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
+        payload: instanceha_testkit::cloud::fenced_host_payload(),
         generated_time: Some(chrono::Utc::now()),
         segment_id: "segment-id".to_owned(),
         segment_name: "segment".to_owned(),

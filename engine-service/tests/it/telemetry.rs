@@ -78,14 +78,7 @@ async fn one_trace_from_the_agent_to_nova_and_metrics_after_a_recovery() {
         r#type: pb::NotificationType::ComputeHost as i32,
         hostname: "compute-01".into(),
         generated_time: Some(now()),
-        payload: [
-            ("event", "STOPPED"),
-            ("host_status", "NORMAL"),
-            ("cluster_status", "OFFLINE"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
+        payload: instanceha_testkit::cloud::fenced_host_payload(),
         idempotency_key: String::new(),
     });
     request.metadata_mut().insert(
